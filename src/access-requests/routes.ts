@@ -1,0 +1,211 @@
+import type { Middleware } from 'koa';
+import type { AppDeps, AppState } from '../http/context.js';
+import { RateLimiter } from '../http/rate-limit.js';
+import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
+import {
+  accessRequestId,
+  approveBody,
+  approveResponse,
+  createAccessRequestBody,
+  createdAccessRequest,
+  denyResponse,
+  listQuery,
+  listResponse,
+  pollQuery,
+  pollResponse,
+  reviewResponse,
+  revokeResponse,
+} from './schemas.js';
+import { type AccessRequestsService, decisionRedirect, scopeFor } from './service.js';
+import type { AccessRequestRecord } from '../store/schema.js';
+
+const MINUTE = 60_000;
+
+/** Per-client and per-address limits for the endpoints that need no credential (CONTRACT §6). */
+function unauthenticatedLimit(deps: AppDeps, clientIdOf: (ctx: Parameters<Middleware<AppState>>[0]) => unknown): Middleware<AppState> {
+  const perClient = new RateLimiter(deps.config.rateLimitClient, MINUTE, deps.clock);
+  const perAddress = new RateLimiter(deps.config.rateLimitAddress, MINUTE, deps.clock);
+  return async function rateLimitUnauthenticated(ctx, next) {
+    perAddress.hit(ctx.ip);
+    const clientId = clientIdOf(ctx);
+    if (typeof clientId === 'string' && clientId.length > 0 && clientId.length <= 255) perClient.hit(clientId);
+    await next();
+  };
+}
+
+export function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
+  const app = service.appInfoFor(record);
+  return {
+    id: record.id,
+    app_client_id: record.app_client_id,
+    ...(app?.name ? { app_name: app.name } : {}),
+    ...(app?.description ? { app_description: app.description } : {}),
+    flow_type: record.flow_type,
+    status: record.status,
+    requested_role: record.requested_role,
+    requested: record.requested,
+    created_at: record.created_at,
+    expires_at: record.expires_at,
+    expires_in_seconds: record.status === 'draft' ? Math.max(0, Math.floor((Date.parse(record.expires_at) - now) / 1000)) : 0,
+    max_grantable_role: service.maxGrantable(record, reviewer),
+    ...(record.approved_role ? { approved_role: record.approved_role } : {}),
+    ...(record.approved ? { approved: record.approved } : {}),
+    mcp_servers: record.requested.mcp_servers.map(({ url }) => ({
+      url,
+      instances: owned.filter((m) => m.url === url).map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled })),
+    })),
+  };
+}
+
+export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => McpInstanceRecord[]): AnyRouteDef[] {
+  const usernameOf = (userId: string | null) => (userId ? (deps.store.read((db) => db.users.find((u) => u.id === userId))?.username ?? null) : null);
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/apps/request-access',
+      operationId: 'createAccessRequest',
+      summary: 'An app asks for access; the user reviews it at review_url',
+      tags: ['apps'],
+      auth: 'none',
+      before: [unauthenticatedLimit(deps, (ctx) => (ctx.request as { body?: { app_client_id?: unknown } }).body?.app_client_id)],
+      body: createAccessRequestBody,
+      responses: { 201: { description: 'Created in draft; expires in 10 minutes', schema: createdAccessRequest } },
+      errors: [400, 413, 429],
+      async handler(ctx, { body }) {
+        const record = await service.create(body);
+        deps.logger.info({ accessRequest: record.id }, 'access request created');
+        ctx.status = 201;
+        const reviewUrl = new URL('/ui/apps/access-requests/review', deps.baseUrl());
+        reviewUrl.searchParams.set('id', record.id);
+        return { id: record.id, status: 'draft', review_url: reviewUrl.href };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/apps/access-requests/{id}',
+      operationId: 'pollAccessRequest',
+      summary: "The app polls its request; another client's id gets 404",
+      tags: ['apps'],
+      auth: 'none',
+      before: [unauthenticatedLimit(deps, (ctx) => ctx.query.app_client_id)],
+      params: accessRequestId,
+      query: pollQuery,
+      responses: { 200: { description: 'Status; approved_role and access_request_scope only when approved', schema: pollResponse } },
+      errors: [400, 404, 429],
+      handler(_ctx, { params, query }) {
+        const r = service.poll(params.id, query.app_client_id);
+        return {
+          id: r.id,
+          status: r.status,
+          requested_role: r.requested_role,
+          ...(r.status === 'approved' ? { approved_role: r.approved_role!, access_request_scope: scopeFor(r.id) } : {}),
+        };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/access-requests',
+      operationId: 'listAccessRequests',
+      summary: 'Requests you may see: every draft, and the ones you decided (admins: all)',
+      tags: ['review'],
+      auth: 'session',
+      query: listQuery,
+      responses: { 200: { description: 'Newest first', schema: listResponse } },
+      errors: [400, 401],
+      handler(ctx, { query }) {
+        return {
+          data: service.list(ctx.state.user!, query.status).map((r) => ({
+            id: r.id,
+            app_client_id: r.app_client_id,
+            ...(service.appInfoFor(r)?.name ? { app_name: service.appInfoFor(r)!.name } : {}),
+            flow_type: r.flow_type,
+            status: r.status,
+            requested_role: r.requested_role,
+            approved_role: r.approved_role,
+            requested: r.requested,
+            approved: r.approved,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            decided_at: r.decided_at,
+            user: usernameOf(r.user_id),
+          })),
+        };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/access-requests/{id}/review',
+      operationId: 'reviewAccessRequest',
+      summary: "What the review page shows: the request, and your own instances of each requested URL",
+      tags: ['review'],
+      auth: 'session',
+      params: accessRequestId,
+      responses: { 200: { description: 'Review data', schema: reviewResponse } },
+      errors: [401, 404],
+      handler(ctx, { params }) {
+        const user = ctx.state.user!;
+        const record = service.getVisible(user, params.id);
+        return reviewView(service, record, user, deps.clock(), ownedInstances(user));
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/svc/v1/access-requests/{id}/approve',
+      operationId: 'approveAccessRequest',
+      summary: 'Approve with a role and per-URL instances (at most what was requested and what you may grant)',
+      tags: ['review'],
+      auth: 'session',
+      params: accessRequestId,
+      body: approveBody,
+      responses: { 200: { description: 'Approved; you become the grant\'s user', schema: approveResponse } },
+      errors: [400, 401, 403, 404, 409],
+      async handler(ctx, { params, body }) {
+        const r = await service.approve(ctx.state.user!, params.id, body);
+        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, role: r.approved_role }, 'access request approved');
+        const redirect = decisionRedirect(r);
+        return {
+          id: r.id,
+          status: 'approved',
+          approved_role: r.approved_role!,
+          access_request_scope: scopeFor(r.id),
+          flow_type: r.flow_type,
+          ...(redirect ? { redirect_url: redirect } : {}),
+        };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/access-requests/{id}/deny',
+      operationId: 'denyAccessRequest',
+      summary: 'Deny a request (empty body)',
+      tags: ['review'],
+      auth: 'session',
+      params: accessRequestId,
+      responses: { 200: { description: 'Denied', schema: denyResponse } },
+      errors: [401, 404, 409],
+      async handler(ctx, { params }) {
+        const r = await service.deny(ctx.state.user!, params.id);
+        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id }, 'access request denied');
+        const redirect = decisionRedirect(r);
+        return { id: r.id, status: 'denied', flow_type: r.flow_type, ...(redirect ? { redirect_url: redirect } : {}) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/access-requests/{id}/revoke',
+      operationId: 'revokeAccessRequest',
+      summary: 'Revoke an approved grant (its approver or an admin); its tokens stop on their next call',
+      tags: ['review'],
+      auth: 'session',
+      params: accessRequestId,
+      responses: { 200: { description: 'Revoked', schema: revokeResponse } },
+      errors: [401, 403, 404, 409],
+      async handler(ctx, { params }) {
+        const r = await service.revoke(ctx.state.user!, params.id);
+        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id }, 'access request revoked');
+        return { id: r.id, status: 'revoked' };
+      },
+    }),
+  ];
+}

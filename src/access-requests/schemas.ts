@@ -1,0 +1,172 @@
+import { z } from 'zod';
+import { httpUrl } from '../http/urls.js';
+import { accessRequestStatuses, appRoles } from '../store/schema.js';
+
+export const MAX_MCP_SERVERS = 32;
+export const DRAFT_LIFETIME_MS = 10 * 60 * 1000;
+
+export const appRole = z.enum(appRoles).meta({ id: 'AppRole', description: 'scope_user_user (User) or scope_user_power_user (Power User)' });
+export const accessRequestStatus = z.enum(accessRequestStatuses).meta({ id: 'AccessRequestStatus' });
+
+/** A custom issue whose `params.code` becomes the error's wire code (see parseOrThrow). */
+const coded = (code: string, message: string) => ({ code: 'custom' as const, message, params: { code } });
+
+export const appClientId = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII without spaces')
+  .describe('OAuth client identifier of the app');
+
+export const requestedEnvelope = z
+  .object({
+    version: z
+      .unknown()
+      .superRefine((v, ctx) => {
+        if (v !== '1') ctx.addIssue(coded('unsupported_version', 'requested.version must be the string "1"'));
+      })
+      .transform(() => '1' as const)
+      .meta({ type: 'string', enum: ['1'], description: 'Envelope version; only "1" is supported' }),
+    mcp_servers: z
+      .array(z.object({ url: httpUrl }))
+      .max(MAX_MCP_SERVERS, `at most ${MAX_MCP_SERVERS} MCP servers`)
+      .optional()
+      .transform((servers) => {
+        const urls = [...new Set((servers ?? []).map((s) => s.url))];
+        return urls.map((url) => ({ url }));
+      }),
+  })
+  .meta({ id: 'RequestedResources', description: 'Versioned resource envelope (SPEC 2.2)' });
+
+export const redirectUrl = z
+  .string()
+  .max(2048)
+  .superRefine((value, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      ctx.addIssue(coded('invalid_redirect_url', 'redirect_url must be an absolute URL'));
+      return;
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') ctx.addIssue(coded('invalid_redirect_url', 'redirect_url must be http or https'));
+    else if (url.username || url.password) ctx.addIssue(coded('invalid_redirect_url', 'redirect_url must not carry credentials'));
+    else if (value.includes('#')) ctx.addIssue(coded('invalid_redirect_url', 'redirect_url must not have a fragment'));
+  })
+  .meta({ format: 'uri' });
+
+export const createAccessRequestBody = z
+  .object({
+    app_client_id: appClientId,
+    flow_type: z.enum(['popup', 'redirect']),
+    requested_role: appRole,
+    requested: requestedEnvelope,
+    redirect_url: redirectUrl.optional(),
+  })
+  .superRefine((body, ctx) => {
+    if (body.flow_type === 'redirect' && !body.redirect_url) {
+      ctx.addIssue({ ...coded('missing_redirect_url', 'redirect_url is required when flow_type is redirect'), path: ['redirect_url'] });
+    }
+  })
+  .meta({ id: 'CreateAccessRequest' });
+
+export const createdAccessRequest = z.object({
+  id: z.uuid(),
+  status: z.literal('draft'),
+  review_url: z.string().meta({ format: 'uri' }),
+});
+
+export const accessRequestId = z.object({ id: z.string().max(100) });
+export const pollQuery = z.object({ app_client_id: appClientId });
+
+export const pollResponse = z
+  .object({
+    id: z.uuid(),
+    status: accessRequestStatus,
+    requested_role: appRole,
+    approved_role: appRole.optional().describe('Only when approved'),
+    access_request_scope: z.string().optional().describe('scope_access_request:<id>; only when approved'),
+  })
+  .meta({ id: 'AccessRequestPoll' });
+
+export const approvedEnvelope = z.object({
+  version: z
+    .unknown()
+    .superRefine((v, ctx) => {
+      if (v !== '1') ctx.addIssue(coded('unsupported_version', 'approved.version must be the string "1"'));
+    })
+    .transform(() => '1' as const)
+    .meta({ type: 'string', enum: ['1'] }),
+  mcp_servers: z
+    .array(z.object({ url: httpUrl, instance_ids: z.array(z.string().max(100)).max(100) }))
+    .max(MAX_MCP_SERVERS)
+    .default([]),
+});
+
+export const approveBody = z
+  .object({
+    approved_role: appRole,
+    approved: approvedEnvelope.optional(),
+  })
+  .meta({ id: 'ApproveAccessRequest', description: 'A URL left out, or with no instance ids, is not granted.' });
+
+export const approveResponse = z.object({
+  id: z.uuid(),
+  status: z.literal('approved'),
+  approved_role: appRole,
+  access_request_scope: z.string(),
+  flow_type: z.enum(['popup', 'redirect']),
+  redirect_url: z.string().optional(),
+});
+
+export const denyResponse = z.object({
+  id: z.uuid(),
+  status: z.literal('denied'),
+  flow_type: z.enum(['popup', 'redirect']),
+  redirect_url: z.string().optional(),
+});
+
+export const revokeResponse = z.object({ id: z.uuid(), status: z.literal('revoked') });
+
+const reviewInstance = z.object({ id: z.string(), name: z.string(), url: z.string(), enabled: z.boolean() });
+
+export const reviewResponse = z
+  .object({
+    id: z.uuid(),
+    app_client_id: z.string(),
+    app_name: z.string().optional(),
+    app_description: z.string().optional(),
+    flow_type: z.enum(['popup', 'redirect']),
+    status: accessRequestStatus,
+    requested_role: appRole,
+    requested: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string() })) }),
+    created_at: z.string(),
+    expires_at: z.string(),
+    expires_in_seconds: z.number().int().describe('Seconds of draft life left by the server clock; 0 once decided or expired'),
+    max_grantable_role: appRole.describe("The highest role this reviewer may grant for this request"),
+    approved_role: appRole.optional(),
+    approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
+    mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),
+  })
+  .meta({ id: 'AccessRequestReview' });
+
+export const accessRequestSummary = z
+  .object({
+    id: z.uuid(),
+    app_client_id: z.string(),
+    app_name: z.string().optional(),
+    flow_type: z.enum(['popup', 'redirect']),
+    status: accessRequestStatus,
+    requested_role: appRole,
+    approved_role: appRole.nullable(),
+    requested: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string() })) }),
+    approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).nullable(),
+    created_at: z.string(),
+    expires_at: z.string(),
+    decided_at: z.string().nullable(),
+    user: z.string().nullable().describe('Username of the approver (or denier)'),
+  })
+  .meta({ id: 'AccessRequestSummary' });
+
+export const listQuery = z.object({ status: accessRequestStatus.optional() });
+export const listResponse = z.object({ data: z.array(accessRequestSummary) });

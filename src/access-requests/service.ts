@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import { appRoleAtMost, maxGrantableRole, lowerAppRole } from '../auth/roles.js';
+import { AppError, conflict, forbidden, invalidBody, notFound } from '../errors.js';
+import type { Clock } from '../http/context.js';
+import type { Logger } from '../log.js';
+import type { AccessRequestRecord, AppRole, Db, UserRecord } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
+
+export const scopeFor = (id: string) => `scope_access_request:${id}`;
+
+/** What the app registry knows of a client (name, description); empty until one is registered. */
+export type AppInfoLookup = (clientId: string) => { name?: string; description?: string } | undefined;
+
+const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
+
+/** The redirect URL with the decision appended (CONTRACT §6). */
+export function decisionRedirect(record: AccessRequestRecord): string | undefined {
+  if (!record.redirect_url) return undefined;
+  const url = new URL(record.redirect_url);
+  url.searchParams.set('id', record.id);
+  url.searchParams.set('status', record.status);
+  return url.href;
+}
+
+/**
+ * The access-request lifecycle of SPEC §3 and CONTRACT §6. Every check and its state change run
+ * inside one store mutation, so of two concurrent decisions exactly one sees `draft`.
+ */
+export class AccessRequestsService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly appInfo: AppInfoLookup = () => undefined,
+  ) {}
+
+  private nowIso(): string {
+    return new Date(this.clock()).toISOString();
+  }
+
+  /** A draft past its lifetime is expired on every path, without waiting for a sweeper. */
+  private expireIfDue(record: AccessRequestRecord, now = this.clock()): void {
+    if (record.status === 'draft' && Date.parse(record.expires_at) <= now) {
+      record.status = 'expired';
+      record.updated_at = new Date(now).toISOString();
+    }
+  }
+
+  private find(db: Db, id: string): AccessRequestRecord | undefined {
+    if (!isUuid(id)) return undefined;
+    const record = db.access_requests.find((r) => r.id === id);
+    if (record) this.expireIfDue(record);
+    return record;
+  }
+
+  /** Reads one record with lazy expiry applied in memory (persisted with the next write). */
+  get(id: string): AccessRequestRecord | undefined {
+    let record: AccessRequestRecord | undefined;
+    this.store.touch((db) => {
+      record = this.find(db, id);
+    });
+    return record;
+  }
+
+  async create(input: z.output<typeof createAccessRequestBody>): Promise<AccessRequestRecord> {
+    const now = this.clock();
+    const record: AccessRequestRecord = {
+      id: randomUUID(),
+      app_client_id: input.app_client_id,
+      flow_type: input.flow_type,
+      requested_role: input.requested_role,
+      requested: { version: '1', mcp_servers: input.requested.mcp_servers },
+      redirect_url: input.redirect_url ?? null,
+      status: 'draft',
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(now + DRAFT_LIFETIME_MS).toISOString(),
+      updated_at: new Date(now).toISOString(),
+      approved_role: null,
+      approved: null,
+      user_id: null,
+      decided_at: null,
+      revoked_at: null,
+      revoked_by: null,
+      failure_reason: null,
+    };
+    await this.store.update((db) => {
+      db.access_requests.push(record);
+    });
+    return record;
+  }
+
+  /** The app's poll: 404 for an unknown id and for another client's request alike. */
+  poll(id: string, appClientId: string): AccessRequestRecord {
+    const record = this.get(id);
+    if (!record || record.app_client_id !== appClientId) throw notFound('No such access request for this app_client_id.');
+    return record;
+  }
+
+  /** Drafts are visible to every logged-in user; decided requests to their approver and admins. */
+  visibleTo(record: AccessRequestRecord, user: UserRecord): boolean {
+    return record.status === 'draft' || record.user_id === user.id || user.role === 'admin';
+  }
+
+  list(user: UserRecord, status?: AccessRequestRecord['status']): AccessRequestRecord[] {
+    let rows: AccessRequestRecord[] = [];
+    this.store.touch((db) => {
+      const now = this.clock();
+      for (const r of db.access_requests) this.expireIfDue(r, now);
+      rows = db.access_requests.filter((r) => (!status || r.status === status) && this.visibleTo(r, user));
+    });
+    return [...rows].sort((a, b) => b.created_at.localeCompare(a.created_at));
+  }
+
+  getVisible(user: UserRecord, id: string): AccessRequestRecord {
+    const record = this.get(id);
+    if (!record || !this.visibleTo(record, user)) throw notFound('No such access request.');
+    return record;
+  }
+
+  maxGrantable(record: AccessRequestRecord, reviewer: UserRecord): AppRole {
+    return lowerAppRole(record.requested_role, maxGrantableRole(reviewer.role));
+  }
+
+  appInfoFor(record: AccessRequestRecord) {
+    return this.appInfo(record.app_client_id);
+  }
+
+  async approve(reviewer: UserRecord, id: string, body: z.output<typeof approveBody>): Promise<AccessRequestRecord> {
+    this.getVisible(reviewer, id);
+    try {
+      return await this.store.update((db) => {
+        const record = this.find(db, id);
+        if (!record) throw notFound('No such access request.');
+        this.requireDraft(record);
+        // SPEC 5.3 rules 1, 2 and 5.
+        if (!appRoleAtMost(body.approved_role, record.requested_role)) {
+          throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
+        }
+        if (!appRoleAtMost(body.approved_role, maxGrantableRole(reviewer.role))) {
+          throw forbidden(`Your role (${reviewer.role}) can grant at most ${maxGrantableRole(reviewer.role)}.`, 'privilege_escalation');
+        }
+        const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
+        const granted = new Map<string, Set<string>>();
+        (body.approved?.mcp_servers ?? []).forEach((selection, index) => {
+          if (!requestedUrls.has(selection.url)) {
+            throw invalidBody(`${selection.url} was not requested.`, `approved.mcp_servers.${index}.url`);
+          }
+          for (const instanceId of selection.instance_ids) {
+            // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
+            const instance = db.mcp_instances.find((m) => m.id === instanceId);
+            if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
+              throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
+            }
+            if (!instance.enabled) {
+              throw new AppError(400, 'invalid_request_error', 'mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
+            }
+            const ids = granted.get(selection.url) ?? new Set<string>();
+            ids.add(instanceId);
+            granted.set(selection.url, ids);
+          }
+        });
+        const now = this.nowIso();
+        record.status = 'approved';
+        record.approved_role = body.approved_role;
+        record.approved = {
+          version: '1',
+          mcp_servers: [...granted].map(([url, ids]) => ({ url, instance_ids: [...ids] })),
+        };
+        record.user_id = reviewer.id;
+        record.decided_at = now;
+        record.updated_at = now;
+        return record;
+      });
+    } catch (err) {
+      if (err instanceof AppError) throw err;
+      await this.fail(id, err);
+      throw new AppError(500, 'server_error', 'processing_failed', 'The request could not be processed and is now failed; the app must ask again.', {
+        expose: true,
+        cause: err,
+      });
+    }
+  }
+
+  async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {
+    this.getVisible(reviewer, id);
+    return this.store.update((db) => {
+      const record = this.find(db, id);
+      if (!record) throw notFound('No such access request.');
+      this.requireDraft(record);
+      const now = this.nowIso();
+      record.status = 'denied';
+      record.user_id = reviewer.id;
+      record.decided_at = now;
+      record.updated_at = now;
+      return record;
+    });
+  }
+
+  /** approved -> revoked, by the approver or an admin; every token of that grant stops at once. */
+  async revoke(actor: UserRecord, id: string): Promise<AccessRequestRecord> {
+    this.getVisible(actor, id);
+    return this.store.update((db) => {
+      const record = this.find(db, id);
+      if (!record || !this.visibleTo(record, actor)) throw notFound('No such access request.');
+      if (record.status !== 'approved') throw conflict('not_approved', `Only an approved request can be revoked; this one is ${record.status}.`);
+      if (record.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the approver or an admin can revoke this grant.');
+      const now = this.nowIso();
+      record.status = 'revoked';
+      record.revoked_at = now;
+      record.revoked_by = actor.id;
+      record.updated_at = now;
+      return record;
+    });
+  }
+
+  private requireDraft(record: AccessRequestRecord): void {
+    if (record.status === 'expired') throw conflict('expired', 'This request expired; the app must create a new one.');
+    if (record.status !== 'draft') throw conflict('already_processed', `This request was already ${record.status}.`);
+  }
+
+  /** draft -> failed on a processing error (SPEC §3): the app sees `failed` and must ask again. */
+  private async fail(id: string, cause: unknown): Promise<void> {
+    this.logger.error({ accessRequest: id, err: (cause as Error)?.message }, 'access request processing failed');
+    await this.store
+      .update((db) => {
+        const record = db.access_requests.find((r) => r.id === id);
+        if (!record || record.status !== 'draft') return;
+        const now = this.nowIso();
+        record.status = 'failed';
+        record.failure_reason = 'processing_error';
+        record.updated_at = now;
+      })
+      .catch(() => undefined);
+  }
+}

@@ -1,0 +1,14 @@
+import type { AppRole, UserRole } from '../store/schema.js';
+
+const rank: Record<UserRole, number> = { user: 0, power_user: 1, manager: 2, admin: 3 };
+const appRank: Record<AppRole, number> = { scope_user_user: 0, scope_user_power_user: 1 };
+
+export const atLeast = (role: UserRole, needed: UserRole) => rank[role] >= rank[needed];
+
+/** SPEC 5.3 rule 2 and 5: User grants user; PowerUser and above grant up to power user, never more. */
+export const maxGrantableRole = (reviewer: UserRole): AppRole =>
+  atLeast(reviewer, 'power_user') ? 'scope_user_power_user' : 'scope_user_user';
+
+export const appRoleAtMost = (role: AppRole, cap: AppRole) => appRank[role] <= appRank[cap];
+
+export const lowerAppRole = (a: AppRole, b: AppRole): AppRole => (appRank[a] <= appRank[b] ? a : b);

@@ -1,0 +1,135 @@
+import { forbidden } from '../errors.js';
+import type { Middleware } from 'koa';
+import type { AppDeps, AppState } from '../http/context.js';
+import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import type { LoginService } from './login.js';
+import { atLeast } from './roles.js';
+import { createUserBody, loginBody, setPasswordBody, setRoleBody, userList, usernameParams, userResponse } from './schemas.js';
+import { endSession, startSession } from './sessions.js';
+import { toPublicUser, type UsersService } from './users.js';
+
+export function authRoutes(deps: AppDeps, users: UsersService, login: LoginService, sameOrigin: Middleware<AppState>): AnyRouteDef[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/auth/login',
+      operationId: 'login',
+      summary: 'Log in with a local account; sets the session cookie',
+      tags: ['auth'],
+      auth: 'none',
+      before: [sameOrigin],
+      body: loginBody,
+      responses: { 200: { description: 'Logged in', schema: userResponse } },
+      errors: [400, 401, 403, 429],
+      async handler(ctx, { body }) {
+        const user = await login.authenticate(body.username, body.password, ctx.ip);
+        await startSession(ctx, user);
+        deps.logger.info({ user: user.id }, 'login');
+        return { user: toPublicUser(user) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/auth/logout',
+      operationId: 'logout',
+      summary: 'End the current session',
+      tags: ['auth'],
+      auth: 'none',
+      before: [sameOrigin],
+      responses: { 204: { description: 'Logged out' } },
+      errors: [403],
+      handler(ctx) {
+        endSession(ctx);
+        ctx.status = 204;
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/auth/me',
+      operationId: 'me',
+      summary: 'The logged-in user',
+      tags: ['auth'],
+      auth: 'session',
+      responses: { 200: { description: 'The user of this session', schema: userResponse } },
+      errors: [401],
+      handler: (ctx) => ({ user: toPublicUser(ctx.state.user!) }),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/users',
+      operationId: 'listUsers',
+      summary: 'List local accounts (manager or admin)',
+      tags: ['users'],
+      auth: 'session',
+      responses: { 200: { description: 'Users', schema: userList } },
+      errors: [401, 403],
+      handler(ctx) {
+        const actor = ctx.state.user!;
+        if (!atLeast(actor.role, 'manager')) throw forbidden('Only a manager or an admin can list users.');
+        return { data: users.list().map((u) => ({ ...toPublicUser(u), created_at: u.created_at })) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/users',
+      operationId: 'createUser',
+      summary: 'Create a local account (manager or admin; only an admin creates admins)',
+      tags: ['users'],
+      auth: 'session',
+      body: createUserBody,
+      responses: { 201: { description: 'Created', schema: userResponse } },
+      errors: [400, 401, 403, 409],
+      async handler(ctx, { body }) {
+        const user = await users.create(ctx.state.user!, body);
+        ctx.status = 201;
+        return { user: toPublicUser(user) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/svc/v1/users/{username}/role',
+      operationId: 'setUserRole',
+      summary: "Change a user's role",
+      tags: ['users'],
+      auth: 'session',
+      params: usernameParams,
+      body: setRoleBody,
+      responses: { 200: { description: 'Changed', schema: userResponse } },
+      errors: [400, 401, 403, 404, 409],
+      async handler(ctx, { params, body }) {
+        return { user: toPublicUser(await users.setRole(ctx.state.user!, params.username, body.role)) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/svc/v1/users/{username}/password',
+      operationId: 'setUserPassword',
+      summary: "Set a user's password (your own, or as manager or admin); ends that user's sessions",
+      tags: ['users'],
+      auth: 'session',
+      params: usernameParams,
+      body: setPasswordBody,
+      responses: { 204: { description: 'Changed' } },
+      errors: [400, 401, 403, 404],
+      async handler(ctx, { params, body }) {
+        await users.setPassword(ctx.state.user!, params.username, body.password);
+        ctx.status = 204;
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/svc/v1/users/{username}',
+      operationId: 'removeUser',
+      summary: 'Remove a user, their sessions and MCP instances; their approved grants are revoked',
+      tags: ['users'],
+      auth: 'session',
+      params: usernameParams,
+      responses: { 204: { description: 'Removed' } },
+      errors: [401, 403, 404, 409],
+      async handler(ctx, { params }) {
+        await users.remove(ctx.state.user!, params.username);
+        ctx.status = 204;
+      },
+    }),
+  ];
+}

@@ -1,0 +1,107 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type Koa from 'koa';
+import type { Middleware } from 'koa';
+import session from 'koa-session';
+import { loginRequired } from '../errors.js';
+import type { AppDeps, AppState } from '../http/context.js';
+import type { SessionRecord, UserRecord } from '../store/schema.js';
+
+export const SESSION_COOKIE = 'svc_session';
+export const SESSION_MAX_AGE_MS = 14 * 24 * 60 * 60 * 1000;
+
+const hashId = (id: string) => createHash('sha256').update(id).digest('base64url');
+
+interface SessionData {
+  uid?: string;
+  csrf?: string;
+  [key: string]: unknown;
+}
+
+/**
+ * koa-session with its data in the store. Only a hash of each session id is stored, so db.json
+ * holds nothing that opens a session; the cookie is HttpOnly, SameSite=Lax and signed with keys
+ * that are themselves sealed in the store.
+ */
+export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: string[]): Middleware<AppState> {
+  app.keys = keys;
+  const { store, clock } = deps;
+  const secure = deps.baseUrl().startsWith('https:');
+  return session(
+    {
+      key: SESSION_COOKIE,
+      maxAge: SESSION_MAX_AGE_MS,
+      httpOnly: true,
+      signed: true,
+      sameSite: 'lax',
+      secure,
+      rolling: false,
+      renew: false,
+      genid: () => randomBytes(32).toString('base64url'),
+      store: {
+        async get(key: string) {
+          const idHash = hashId(key);
+          const record = store.read((db) => db.sessions.find((s) => s.id_hash === idHash));
+          if (!record || record.expires_at <= clock()) return undefined;
+          return { ...record.data, uid: record.user_id, csrf: record.csrf };
+        },
+        async set(key: string, sess: SessionData, maxAge: number) {
+          const idHash = hashId(key);
+          const { uid, csrf, ...rest } = sess;
+          if (!uid) return; // an anonymous session is not worth a durable write
+          const now = clock();
+          const record: SessionRecord = {
+            id_hash: idHash,
+            user_id: uid,
+            csrf: csrf ?? randomBytes(24).toString('base64url'),
+            expires_at: now + (typeof maxAge === 'number' ? maxAge : SESSION_MAX_AGE_MS),
+            data: rest,
+          };
+          await store.update((db) => {
+            db.sessions = db.sessions.filter((s) => s.id_hash !== idHash && s.expires_at > now);
+            db.sessions.push(record);
+          });
+        },
+        async destroy(key: string) {
+          const idHash = hashId(key);
+          if (!store.read((db) => db.sessions.some((s) => s.id_hash === idHash))) return;
+          await store.update((db) => {
+            db.sessions = db.sessions.filter((s) => s.id_hash !== idHash);
+          });
+        },
+      },
+    } as unknown as Parameters<typeof session>[0],
+    app as unknown as Koa,
+  ) as unknown as Middleware<AppState>;
+}
+
+/** The logged-in user of this request, if any (looked up on every call: a removed user is out at once). */
+export function sessionUser(ctx: Koa.ParameterizedContext<AppState>, deps: AppDeps): UserRecord | undefined {
+  const uid = (ctx.session as SessionData | null)?.uid;
+  if (!uid) return undefined;
+  return deps.store.read((db) => db.users.find((u) => u.id === uid));
+}
+
+export function requireSession(deps: AppDeps): Middleware<AppState> {
+  return async function authenticateSession(ctx, next) {
+    const user = sessionUser(ctx, deps);
+    if (!user) throw loginRequired();
+    ctx.state.user = user;
+    await next();
+  };
+}
+
+/** Starts a fresh session for `user` (a new id, so a planted cookie cannot be fixed in place). */
+export async function startSession(ctx: Koa.ParameterizedContext<AppState>, user: UserRecord): Promise<void> {
+  const sess = ctx.session as unknown as SessionData & { regenerate: () => Promise<void> };
+  sess.uid = user.id;
+  sess.csrf = randomBytes(24).toString('base64url');
+  await sess.regenerate();
+}
+
+export function endSession(ctx: Koa.ParameterizedContext<AppState>): void {
+  ctx.session = null;
+}
+
+export function csrfToken(ctx: Koa.ParameterizedContext<AppState>): string | undefined {
+  return (ctx.session as SessionData | null)?.csrf;
+}

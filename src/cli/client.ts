@@ -1,0 +1,71 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { type ConfigFlags, resolveConfig, urlFor } from '../config.js';
+import type { DaemonInfo } from '../daemon.js';
+import { AppError, type ErrorBody } from '../errors.js';
+import { DAEMON_FILE } from '../daemon.js';
+import { loadCliSession } from './credentials.js';
+import { CliError, EXIT } from './errors.js';
+
+export interface ClientOptions extends ConfigFlags {}
+
+/** Talks to the running daemon over HTTP with the CLI's session, like `ollama` or `docker`. */
+export class DaemonClient {
+  private cookie: string | null | undefined;
+
+  private constructor(
+    readonly url: string,
+    readonly dataDir: string,
+    readonly info: DaemonInfo | null,
+  ) {}
+
+  static async connect(flags: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<DaemonClient> {
+    const config = resolveConfig(flags, env);
+    const info = await readDaemonInfo(config.dataDir);
+    const explicit = flags.host !== undefined || flags.port !== undefined || env.SVC_HOST || env.SVC_PORT;
+    const url = info && !explicit ? info.url : urlFor(config.host, config.port);
+    return new DaemonClient(url, config.dataDir, info);
+  }
+
+  async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+    const headers: Record<string, string> = { Accept: 'application/json' };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (opts.auth !== false) {
+      if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);
+      if (this.cookie) headers.Cookie = this.cookie;
+    }
+    let res: Response;
+    try {
+      res = await fetch(`${this.url}${pathname}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+    } catch {
+      throw new CliError(`No svc daemon answers at ${this.url}. Start one with \`svc serve\`.`);
+    }
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    if (text) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new CliError(`Unexpected answer from ${this.url}${pathname} (HTTP ${res.status}).`);
+      }
+    }
+    if (!res.ok) {
+      const e = (parsed as ErrorBody | undefined)?.error;
+      throw new AppError(res.status, e?.type ?? 'server_error', e?.code ?? 'http_error', e?.message ?? `HTTP ${res.status}`, { param: e?.param });
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  }
+}
+
+export async function readDaemonInfo(dataDir: string): Promise<DaemonInfo | null> {
+  try {
+    const info = JSON.parse(await readFile(path.join(dataDir, DAEMON_FILE), 'utf8')) as DaemonInfo;
+    return typeof info.url === 'string' ? info : null;
+  } catch {
+    return null;
+  }
+}
+
+export function usage(message: string): CliError {
+  return new CliError(message, EXIT.usage);
+}

@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { ConfigError, resolveConfig } from '../../config.js';
+import { startDaemon } from '../../daemon.js';
+import { createLogger } from '../../log.js';
+import { CorruptStoreError } from '../../store/durable-file.js';
+import { DataDirLockedError } from '../../store/lock.js';
+import { MasterKeyError } from '../../store/master-key.js';
+import { CliError } from '../errors.js';
+import type { Output } from '../output.js';
+
+export function registerServe(program: Command, o: Output): void {
+  program
+    .command('serve')
+    .description('Run the svc daemon')
+    .addHelpText(
+      'before',
+      `Examples:
+  $ svc serve                         # 127.0.0.1:7878, data in $XDG_DATA_HOME/svc
+  $ svc serve --port 0                # any free port; the address is printed
+  $ svc serve --data-dir /tmp/svc --base-url https://svc.example.test
+`,
+    )
+    .option('--base-url <url>', 'public base URL used in review links (env SVC_BASE_URL)')
+    .option('--rate-limit-client <n>', 'unauthenticated requests a minute per app_client_id, 0 = off (env SVC_RATE_LIMIT_CLIENT)')
+    .option('--rate-limit-address <n>', 'unauthenticated requests a minute per address, 0 = off (env SVC_RATE_LIMIT_ADDRESS)')
+    .option('--keychain <where>', 'where the master key lives for a new store: auto, keychain or file (env SVC_KEYCHAIN)')
+    .option('--log-level <level>', 'trace, debug, info, warn, error (env SVC_LOG_LEVEL)')
+    .action(async (_opts, cmd: Command) => {
+      const flags = cmd.optsWithGlobals();
+      let config;
+      try {
+        config = resolveConfig(flags);
+      } catch (err) {
+        if (err instanceof ConfigError) throw new CliError(err.message, 2);
+        throw err;
+      }
+      const logger = createLogger(config.logLevel, process.stderr);
+      let daemon;
+      try {
+        daemon = await startDaemon({ config, logger, notify: (line) => o.out(`${line}\n`) });
+      } catch (err) {
+        if (err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError) throw new CliError(err.message);
+        const e = err as NodeJS.ErrnoException;
+        if (e.code === 'EADDRINUSE') throw new CliError(`Port ${config.port} on ${config.host} is in use; pick another with --port (0 picks a free one).`);
+        if (e.code === 'EACCES') throw new CliError(`Permission denied: ${e.message}`);
+        throw err;
+      }
+      o.out(`svc listening on ${daemon.url} (data: ${config.dataDir})\n`);
+      await new Promise<void>((resolve) => {
+        const stop = (signal: string) => {
+          logger.info({ signal }, 'shutting down');
+          daemon.close().then(resolve, resolve);
+        };
+        process.once('SIGINT', () => stop('SIGINT'));
+        process.once('SIGTERM', () => stop('SIGTERM'));
+      });
+    });
+}

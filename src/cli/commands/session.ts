@@ -1,0 +1,76 @@
+import type { Command } from 'commander';
+import { VERSION } from '../../version.js';
+import { DaemonClient, usage } from '../client.js';
+import { clearCliSession, storeCliSession } from '../credentials.js';
+import { CliError } from '../errors.js';
+import { type Output, printFields, printJson } from '../output.js';
+import { readSecret } from '../prompt.js';
+
+export function registerSession(program: Command, o: Output): void {
+  program
+    .command('status')
+    .description('Is the daemon running, where, which version, and who the CLI is logged in as')
+    .option('--json', 'machine-readable output')
+    .addHelpText('before', 'Examples:\n  $ svc status\n  $ svc status --json\n')
+    .action(async (opts: { json?: boolean }, cmd: Command) => {
+      const client = await DaemonClient.connect(cmd.optsWithGlobals());
+      let health: { version?: string } | null = null;
+      let user: { username: string; role: string } | null = null;
+      try {
+        health = (await client.request<{ version: string }>('GET', '/svc/v1/health', undefined, { auth: false })).body;
+        user = (await client.request<{ user: { username: string; role: string } }>('GET', '/svc/v1/auth/me')).body.user;
+      } catch {
+        /* reported below */
+      }
+      const status = {
+        running: health !== null,
+        url: client.url,
+        data_dir: client.dataDir,
+        daemon_version: health?.version ?? null,
+        cli_version: VERSION,
+        pid: health ? (client.info?.pid ?? null) : null,
+        logged_in_as: user ? user.username : null,
+      };
+      if (opts.json) printJson(o, status);
+      else
+        printFields(o, [
+          ['running', status.running ? 'yes' : 'no (start it with `svc serve`)'],
+          ['url', status.url],
+          ['data dir', status.data_dir],
+          ['version', status.daemon_version ?? `${VERSION} (cli)`],
+          ['pid', status.pid ?? ''],
+          ['logged in as', status.logged_in_as ?? (status.running ? 'nobody (run `svc login`)' : '')],
+        ]);
+      if (!status.running) throw new CliError('', 1);
+    });
+
+  program
+    .command('login')
+    .description("Log the CLI in to the daemon (the session is kept in the data dir, 0600, sealed)")
+    .option('--username <name>', 'account name', 'admin')
+    .option('--password-stdin', 'read the password from standard input')
+    .addHelpText('before', 'Examples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
+    .action(async (opts: { username: string; passwordStdin?: boolean }, cmd: Command) => {
+      const client = await DaemonClient.connect(cmd.optsWithGlobals());
+      if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
+      const password = await readSecret(opts.passwordStdin, `Password for ${opts.username}: `, '--password-stdin');
+      if (!password) throw usage('An empty password was given.');
+      const res = await client.request<{ user: { username: string; role: string } }>('POST', '/svc/v1/auth/login', { username: opts.username, password }, { auth: false });
+      const cookie = res.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .join('; ');
+      await storeCliSession(client.dataDir, cookie, client.info.key_backend);
+      o.err(`Logged in as ${res.body.user.username} (${res.body.user.role}).\n`);
+    });
+
+  program
+    .command('logout')
+    .description('End the CLI session')
+    .action(async (_opts, cmd: Command) => {
+      const client = await DaemonClient.connect(cmd.optsWithGlobals());
+      await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);
+      await clearCliSession(client.dataDir);
+      o.err('Logged out.\n');
+    });
+}

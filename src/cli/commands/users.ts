@@ -1,0 +1,75 @@
+import { type Command, Option } from 'commander';
+import { userRoles } from '../../store/schema.js';
+import { DaemonClient } from '../client.js';
+import { type Output, printJson, printRows } from '../output.js';
+import { readSecret } from '../prompt.js';
+
+interface PublicUser {
+  id: string;
+  username: string;
+  role: string;
+  created_at?: string;
+}
+
+export function registerUsers(program: Command, o: Output): void {
+  const users = program
+    .command('users')
+    .description('Manage local accounts (manager or admin)')
+    .addHelpText('before', 'Examples:\n  $ printf %s "$PW" | svc users add alice --role power_user --password-stdin\n  $ svc users list --json\n  $ svc users set-role alice user\n');
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const enc = encodeURIComponent;
+
+  users
+    .command('add <name>')
+    .description('Create an account')
+    .addOption(new Option('--role <role>', 'role').choices([...userRoles]).default('user'))
+    .option('--password-stdin', 'read the password from standard input')
+    .action(async (name: string, opts: { role: string; passwordStdin?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const password = await readSecret(opts.passwordStdin, `Password for ${name}: `, '--password-stdin');
+      const { body } = await client.request<{ user: PublicUser }>('POST', '/svc/v1/users', { username: name, role: opts.role, password });
+      o.err(`Created ${body.user.username} (${body.user.role}).\n`);
+    });
+
+  users
+    .command('list')
+    .description('List accounts')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }, cmd: Command) => {
+      const { body } = await (await connect(cmd)).request<{ data: PublicUser[] }>('GET', '/svc/v1/users');
+      if (opts.json) printJson(o, body.data);
+      else printRows(o, body.data, [
+        { header: 'username', value: (u) => u.username },
+        { header: 'role', value: (u) => u.role },
+        { header: 'id', value: (u) => u.id },
+        { header: 'created', value: (u) => u.created_at },
+      ]);
+    });
+
+  users
+    .command('set-role <name> <role>')
+    .description("Change an account's role (user, power_user, manager, admin)")
+    .action(async (name: string, role: string, _opts, cmd: Command) => {
+      const { body } = await (await connect(cmd)).request<{ user: PublicUser }>('PUT', `/svc/v1/users/${enc(name)}/role`, { role });
+      o.err(`${body.user.username} is now ${body.user.role}.\n`);
+    });
+
+  users
+    .command('passwd <name>')
+    .description("Set an account's password (ends that account's sessions)")
+    .option('--password-stdin', 'read the password from standard input')
+    .action(async (name: string, opts: { passwordStdin?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
+      await client.request('PUT', `/svc/v1/users/${enc(name)}/password`, { password });
+      o.err(`Password of ${name} changed.\n`);
+    });
+
+  users
+    .command('remove <name>')
+    .description('Remove an account; its MCP instances go and the grants it approved are revoked')
+    .action(async (name: string, _opts, cmd: Command) => {
+      await (await connect(cmd)).request('DELETE', `/svc/v1/users/${enc(name)}`);
+      o.err(`Removed ${name}.\n`);
+    });
+}

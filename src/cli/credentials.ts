@@ -1,0 +1,56 @@
+import { open, readFile, rename, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { SecretBox } from '../store/crypto.js';
+import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from '../store/master-key.js';
+
+export const CLI_SESSION_FILE = 'cli-session.json';
+const KIND = 'cli_session';
+
+interface CliSessionFile {
+  backend: KeyBackend;
+  /** the session cookies, sealed with the master key */
+  cookie: string;
+}
+
+/**
+ * The CLI's login, kept in the data dir (0600) and sealed with the same master key as the store,
+ * so the file alone opens nothing.
+ */
+export async function saveCliSession(dataDir: string, backend: KeyBackend, box: SecretBox, cookie: string): Promise<void> {
+  const file = path.join(dataDir, CLI_SESSION_FILE);
+  const tmp = `${file}.tmp`;
+  const body: CliSessionFile = { backend, cookie: box.seal(KIND, 'cli', cookie) };
+  const handle = await open(tmp, 'w', 0o600);
+  try {
+    await handle.writeFile(JSON.stringify(body));
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(tmp, file);
+}
+
+export async function loadCliSession(dataDir: string, keychain: Keychain = osKeychain): Promise<string | null> {
+  let parsed: CliSessionFile;
+  try {
+    parsed = JSON.parse(await readFile(path.join(dataDir, CLI_SESSION_FILE), 'utf8')) as CliSessionFile;
+  } catch {
+    return null;
+  }
+  try {
+    const { key } = await resolveMasterKey({ dataDir, existingBackend: parsed.backend, preference: 'auto', keychain });
+    return new SecretBox(key).open(KIND, 'cli', parsed.cookie);
+  } catch {
+    return null;
+  }
+}
+
+/** Seals a new CLI session with the key the file already names (the CLI never creates master keys). */
+export async function storeCliSession(dataDir: string, cookie: string, backend: KeyBackend, keychain: Keychain = osKeychain): Promise<void> {
+  const { key } = await resolveMasterKey({ dataDir, existingBackend: backend, preference: 'auto', keychain });
+  await saveCliSession(dataDir, backend, new SecretBox(key), cookie);
+}
+
+export async function clearCliSession(dataDir: string): Promise<void> {
+  await unlink(path.join(dataDir, CLI_SESSION_FILE)).catch(() => undefined);
+}

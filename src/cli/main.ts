@@ -1,0 +1,66 @@
+import { Command, CommanderError } from 'commander';
+import { AppError } from '../errors.js';
+import { VERSION } from '../version.js';
+import { registerMcp } from './commands/mcp.js';
+import { registerRequests } from './commands/requests.js';
+import { registerServe } from './commands/serve.js';
+import { registerSession } from './commands/session.js';
+import { registerUsers } from './commands/users.js';
+import { CliError, EXIT, exitCodeFor, hintFor } from './errors.js';
+import { type Output, processOutput } from './output.js';
+
+export function buildProgram(o: Output): Command {
+  const program = new Command('svc')
+    .description('Let third-party apps reach your local AI, with your consent, scoped to what you approve.')
+    .version(VERSION, '-v, --version')
+    .option('--data-dir <dir>', 'data directory (env SVC_HOME; default $XDG_DATA_HOME/svc)')
+    .option('--host <host>', 'daemon host (env SVC_HOST; default 127.0.0.1)')
+    .option('--port <port>', 'daemon port (env SVC_PORT; default 7878; 0 picks a free one)')
+    .addHelpText(
+      'before',
+      `Examples:
+  $ svc serve                       # run the daemon (first start prints the admin password)
+  $ svc requests list               # access requests waiting for you
+  $ svc requests approve ID --role scope_user_user --mcp URL=INSTANCE_ID
+  $ svc mcp add --name files --url http://127.0.0.1:3001/mcp
+`,
+    )
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) })
+    .exitOverride();
+  registerServe(program, o);
+  registerSession(program, o);
+  registerRequests(program, o);
+  registerMcp(program, o);
+  registerUsers(program, o);
+  for (const cmd of program.commands) {
+    cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
+    for (const sub of cmd.commands) sub.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
+  }
+  return program;
+}
+
+/** Runs the CLI and answers its exit code: 0 ok, 1 error, 2 usage, 4 not logged in or not allowed. */
+export async function main(argv: string[], o: Output = processOutput()): Promise<number> {
+  const program = buildProgram(o);
+  try {
+    await program.parseAsync(argv);
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return EXIT.ok;
+      return EXIT.usage;
+    }
+    if (err instanceof CliError) {
+      if (err.message) o.err(`svc: ${err.message}\n`);
+      return err.exitCode;
+    }
+    if (err instanceof AppError) {
+      const hint = hintFor(err);
+      o.err(`svc: ${err.message}${hint ? ` (${hint})` : ''}\n`);
+      return exitCodeFor(err);
+    }
+    o.err(`svc: ${(err as Error)?.message ?? String(err)}\n`);
+    return EXIT.error;
+  }
+}

@@ -1,0 +1,49 @@
+import { inert } from '../log.js';
+
+export interface Column<T> {
+  header: string;
+  value: (row: T) => string | number | boolean | null | undefined;
+}
+
+export interface Output {
+  out: (text: string) => void;
+  err: (text: string) => void;
+  isTTY: boolean;
+}
+
+export const processOutput = (): Output => ({
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  isTTY: Boolean(process.stdout.isTTY),
+});
+
+/** Control characters out, so an app's client id cannot drive the terminal or split a TSV row. */
+const cell = (v: unknown) => inert(v === null || v === undefined ? '' : String(v), 500).replace(/\t/g, ' ');
+
+/** A table on a TTY, tab-separated rows (no header) when piped, like gh. */
+export function printRows<T>(o: Output, rows: T[], columns: Column<T>[]): void {
+  const cells = rows.map((r) => columns.map((c) => cell(c.value(r))));
+  if (!o.isTTY) {
+    for (const row of cells) o.out(`${row.join('\t')}\n`);
+    return;
+  }
+  if (rows.length === 0) {
+    o.err('Nothing to show.\n');
+    return;
+  }
+  const headers = columns.map((c) => c.header.toUpperCase());
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length)));
+  const line = (r: string[]) => r.map((v, i) => (i === r.length - 1 ? v : v.padEnd(widths[i]))).join('  ').trimEnd();
+  o.out(`${line(headers)}\n`);
+  for (const row of cells) o.out(`${line(row)}\n`);
+}
+
+/** `key: value` lines for one record on a TTY; `key<TAB>value` when piped. */
+export function printFields(o: Output, fields: [string, unknown][]): void {
+  const width = Math.max(...fields.map(([k]) => k.length));
+  for (const [k, v] of fields) o.out(o.isTTY ? `${k.padEnd(width)}  ${cell(v)}\n` : `${k}\t${cell(v)}\n`);
+}
+
+export function printJson(o: Output, value: unknown): void {
+  o.out(`${JSON.stringify(value, null, 2)}\n`);
+}

@@ -1,0 +1,90 @@
+import os from 'node:os';
+import path from 'node:path';
+import type { KeyBackendPreference } from './store/master-key.js';
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  /** The public base URL; when unset it is derived from host and the bound port. */
+  baseUrl: string | null;
+  /** Requests a minute per app_client_id on unauthenticated endpoints; 0 turns it off. */
+  rateLimitClient: number;
+  /** Requests a minute per remote address on unauthenticated endpoints; 0 turns it off. */
+  rateLimitAddress: number;
+  keychain: KeyBackendPreference;
+  logLevel: string;
+  /** Largest JSON body accepted, in bytes. */
+  bodyLimit: number;
+}
+
+export interface ConfigFlags {
+  host?: string;
+  port?: string | number;
+  dataDir?: string;
+  baseUrl?: string;
+  rateLimitClient?: string | number;
+  rateLimitAddress?: string | number;
+  keychain?: string;
+  logLevel?: string;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULT_PORT = 7878;
+
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  const xdg = env.XDG_DATA_HOME;
+  const base = xdg && path.isAbsolute(xdg) ? xdg : path.join(env.HOME || os.homedir(), '.local', 'share');
+  return path.join(base, 'svc');
+}
+
+function integer(value: string | number, name: string, min: number, max: number): number {
+  const n = typeof value === 'number' ? value : Number(value);
+  if (!Number.isInteger(n) || n < min || n > max) throw new ConfigError(`${name} must be a whole number from ${min} to ${max}, not "${value}".`);
+  return n;
+}
+
+function baseUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`--base-url must be an absolute http(s) URL, not "${value}".`);
+  }
+  if (!['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash) {
+    throw new ConfigError('--base-url must be an http(s) URL with no credentials, query or fragment.');
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+/** Flags > environment > defaults (CONTRACT §2). */
+export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
+  const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
+    flag !== undefined ? flag : env[envName] !== undefined && env[envName] !== '' ? env[envName] : undefined;
+  const keychain = String(pick(flags.keychain, 'SVC_KEYCHAIN') ?? 'auto');
+  if (!['auto', 'keychain', 'file'].includes(keychain)) throw new ConfigError(`--keychain must be auto, keychain or file, not "${keychain}".`);
+  const rawBase = pick(flags.baseUrl, 'SVC_BASE_URL');
+  return {
+    host: String(pick(flags.host, 'SVC_HOST') ?? '127.0.0.1'),
+    port: integer(pick(flags.port, 'SVC_PORT') ?? DEFAULT_PORT, 'port', 0, 65535),
+    dataDir: path.resolve(String(pick(flags.dataDir, 'SVC_HOME') ?? defaultDataDir(env))),
+    baseUrl: rawBase === undefined ? null : baseUrl(String(rawBase)),
+    rateLimitClient: integer(pick(flags.rateLimitClient, 'SVC_RATE_LIMIT_CLIENT') ?? 60, 'rate-limit-client', 0, 1_000_000),
+    rateLimitAddress: integer(pick(flags.rateLimitAddress, 'SVC_RATE_LIMIT_ADDRESS') ?? 600, 'rate-limit-address', 0, 1_000_000),
+    keychain: keychain as KeyBackendPreference,
+    logLevel: String(pick(flags.logLevel, 'SVC_LOG_LEVEL') ?? 'info'),
+    bodyLimit: 1024 * 1024,
+  };
+}
+
+/** The URL clients use for a daemon bound to host:port. */
+export function urlFor(host: string, port: number): string {
+  const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
+  return `http://${h}:${port}`;
+}

@@ -1,0 +1,27 @@
+import type { ParameterizedContext } from 'koa';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import type { SecretBox } from '../store/crypto.js';
+import type { Store } from '../store/store.js';
+import type { UserRecord } from '../store/schema.js';
+
+export type Clock = () => number;
+
+/** Everything a feature needs, passed in rather than imported, so tests build a daemon in a few lines. */
+export interface AppDeps {
+  config: Config;
+  store: Store;
+  box: SecretBox;
+  clock: Clock;
+  logger: Logger;
+  /** resolved once the server is listening */
+  baseUrl: () => string;
+}
+
+export interface AppState {
+  user?: UserRecord;
+  /** a request id for log correlation */
+  requestId: string;
+}
+
+export type AppContext = ParameterizedContext<AppState>;

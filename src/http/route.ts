@@ -1,0 +1,78 @@
+import type Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { z } from 'zod';
+import type { AppContext, AppState } from './context.js';
+import { parseOrThrow } from './validate.js';
+
+export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
+export type AuthMode = 'none' | 'session' | 'bearer';
+
+type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export interface ResponseDoc {
+  description: string;
+  schema?: z.ZodType;
+  contentType?: string;
+}
+
+/**
+ * One endpoint: its schemas validate the request, type the handler's input and generate the
+ * OpenAPI document, so the three can never drift apart.
+ */
+export interface RouteDef<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined, P extends z.ZodType | undefined = undefined> {
+  method: HttpMethod;
+  /** OpenAPI-style path: /svc/v1/things/{id} */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  auth: AuthMode;
+  body?: B;
+  query?: Q;
+  params?: P;
+  responses: Record<number, ResponseDoc>;
+  /** error statuses this endpoint can answer, documented with the shared error schema */
+  errors?: number[];
+  /** runs before validation, e.g. rate limiting */
+  before?: Middleware<AppState>[];
+  handler: (ctx: AppContext, input: { body: Infer<B>; query: Infer<Q>; params: Infer<P> }) => Promise<unknown> | unknown;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyRouteDef = RouteDef<any, any, any>;
+
+export function defineRoute<B extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined, P extends z.ZodType | undefined = undefined>(
+  def: RouteDef<B, Q, P>,
+): RouteDef<B, Q, P> {
+  return def;
+}
+
+export const koaPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
+
+/** Mounts routes on a router; `authenticate` supplies the middleware for each auth mode. */
+export function mountRoutes(
+  router: Router<AppState>,
+  routes: AnyRouteDef[],
+  authenticate: Partial<Record<AuthMode, Middleware<AppState>>>,
+): void {
+  for (const route of routes) {
+    const auth = authenticate[route.auth];
+    if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
+    const stack: Middleware<AppState>[] = [...(route.before ?? []), ...(auth ? [auth] : [])];
+    const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
+      const input = {
+        params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,
+        query: route.query ? parseOrThrow(route.query, ctx.query, 'query') : undefined,
+        body: route.body ? parseOrThrow(route.body, (ctx.request as { body?: unknown }).body, 'body') : undefined,
+      };
+      const result = await route.handler(ctx as AppContext, input as never);
+      if (result !== undefined) ctx.body = result;
+    };
+    (router as unknown as Record<HttpMethod, (path: string, ...mw: Middleware<AppState>[]) => void>)[route.method](
+      koaPath(route.path),
+      ...stack,
+      handle,
+    );
+  }
+}

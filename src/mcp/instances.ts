@@ -1,0 +1,91 @@
+import { randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import { notFound } from '../errors.js';
+import type { Clock } from '../http/context.js';
+import type { SecretBox } from '../store/crypto.js';
+import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import type { createInstanceBody, instanceHeaders, mcpInstance, updateInstanceBody } from './schemas.js';
+
+export const HEADER_KIND = 'mcp_header';
+
+export const toPublicInstance = (m: McpInstanceRecord): z.infer<typeof mcpInstance> => ({
+  id: m.id,
+  name: m.name,
+  url: m.url,
+  enabled: m.enabled,
+  allow_tools: m.allow_tools,
+  header_names: m.headers.map((h) => h.name),
+  created_at: m.created_at,
+  updated_at: m.updated_at,
+});
+
+/** The owner's registry of MCP server instances; header values are sealed on the way in. */
+export class McpInstancesService {
+  constructor(
+    private readonly store: Store,
+    private readonly box: SecretBox,
+    private readonly clock: Clock,
+  ) {}
+
+  private seal(instanceId: string, headers: z.infer<typeof instanceHeaders>) {
+    return headers.map((h) => ({ name: h.name, value: this.box.seal(HEADER_KIND, `${instanceId}:${h.name.toLowerCase()}`, h.value) }));
+  }
+
+  /** The instance's own headers in the clear, for the moment a request goes upstream. */
+  openHeaders(instance: McpInstanceRecord): Record<string, string> {
+    return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, `${instance.id}:${h.name.toLowerCase()}`, h.value)]));
+  }
+
+  listOwned(owner: UserRecord): McpInstanceRecord[] {
+    return this.store.read((db) => db.mcp_instances.filter((m) => m.owner_id === owner.id));
+  }
+
+  getOwned(owner: UserRecord, id: string): McpInstanceRecord {
+    const found = this.store.read((db) => db.mcp_instances.find((m) => m.id === id && m.owner_id === owner.id));
+    if (!found) throw notFound(`No MCP instance ${id} of yours.`);
+    return found;
+  }
+
+  async create(owner: UserRecord, input: z.infer<typeof createInstanceBody>): Promise<McpInstanceRecord> {
+    const id = randomUUID();
+    const now = new Date(this.clock()).toISOString();
+    const record: McpInstanceRecord = {
+      id,
+      owner_id: owner.id,
+      name: input.name,
+      url: input.url,
+      enabled: input.enabled ?? true,
+      headers: this.seal(id, input.headers ?? []),
+      allow_tools: input.allow_tools ?? null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.store.update((db) => {
+      db.mcp_instances.push(record);
+    });
+    return record;
+  }
+
+  async update(owner: UserRecord, id: string, input: z.infer<typeof updateInstanceBody>): Promise<McpInstanceRecord> {
+    this.getOwned(owner, id);
+    const sealed = input.headers ? this.seal(id, input.headers) : undefined;
+    return this.store.update((db) => {
+      const m = db.mcp_instances.find((x) => x.id === id && x.owner_id === owner.id);
+      if (!m) throw notFound(`No MCP instance ${id} of yours.`);
+      if (input.name !== undefined) m.name = input.name;
+      if (input.enabled !== undefined) m.enabled = input.enabled;
+      if (input.allow_tools !== undefined) m.allow_tools = input.allow_tools;
+      if (sealed) m.headers = sealed;
+      m.updated_at = new Date(this.clock()).toISOString();
+      return m;
+    });
+  }
+
+  async remove(owner: UserRecord, id: string): Promise<void> {
+    this.getOwned(owner, id);
+    await this.store.update((db) => {
+      db.mcp_instances = db.mcp_instances.filter((m) => !(m.id === id && m.owner_id === owner.id));
+    });
+  }
+}

@@ -1,0 +1,78 @@
+import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import { type McpInstancesService, toPublicInstance } from './instances.js';
+import { createInstanceBody, instanceList, instanceParams, instanceResponse, updateInstanceBody } from './schemas.js';
+
+/** The owner's MCP instance registry (session). The app-facing /svc/v1/apps/mcps routes are separate. */
+export function mcpInstanceRoutes(instances: McpInstancesService): AnyRouteDef[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/mcps',
+      operationId: 'listMcpInstances',
+      summary: 'Your MCP server instances',
+      tags: ['mcp'],
+      auth: 'session',
+      responses: { 200: { description: 'Instances', schema: instanceList } },
+      errors: [401],
+      handler: (ctx) => ({ data: instances.listOwned(ctx.state.user!).map(toPublicInstance) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/mcps',
+      operationId: 'createMcpInstance',
+      summary: 'Register an MCP server instance; header values are stored encrypted and never shown again',
+      tags: ['mcp'],
+      auth: 'session',
+      body: createInstanceBody,
+      responses: { 201: { description: 'Created', schema: instanceResponse } },
+      errors: [400, 401],
+      async handler(ctx, { body }) {
+        const instance = await instances.create(ctx.state.user!, body);
+        ctx.status = 201;
+        return { instance: toPublicInstance(instance) };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/mcps/{id}',
+      operationId: 'getMcpInstance',
+      summary: 'One of your MCP server instances',
+      tags: ['mcp'],
+      auth: 'session',
+      params: instanceParams,
+      responses: { 200: { description: 'The instance', schema: instanceResponse } },
+      errors: [401, 404],
+      handler: (ctx, { params }) => ({ instance: toPublicInstance(instances.getOwned(ctx.state.user!, params.id)) }),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/svc/v1/mcps/{id}',
+      operationId: 'updateMcpInstance',
+      summary: 'Enable, disable, rename, or change the headers or tool allow-list of an instance',
+      tags: ['mcp'],
+      auth: 'session',
+      params: instanceParams,
+      body: updateInstanceBody,
+      responses: { 200: { description: 'Updated', schema: instanceResponse } },
+      errors: [400, 401, 404],
+      async handler(ctx, { params, body }) {
+        return { instance: toPublicInstance(await instances.update(ctx.state.user!, params.id, body)) };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/svc/v1/mcps/{id}',
+      operationId: 'removeMcpInstance',
+      summary: 'Remove an instance (grants that named it lose it)',
+      tags: ['mcp'],
+      auth: 'session',
+      params: instanceParams,
+      responses: { 204: { description: 'Removed' } },
+      errors: [401, 404],
+      async handler(ctx, { params }) {
+        await instances.remove(ctx.state.user!, params.id);
+        ctx.status = 204;
+      },
+    }),
+  ];
+}

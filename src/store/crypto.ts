@@ -1,0 +1,34 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+
+const PREFIX = 'sealed:v1:';
+
+/**
+ * AES-256-GCM over every secret field: a fresh 96-bit nonce per value and the record's kind and
+ * id as associated data, so a sealed value copied onto another record does not open.
+ */
+export class SecretBox {
+  constructor(private readonly key: Buffer) {
+    if (key.length !== 32) throw new Error('master key must be 32 bytes');
+  }
+
+  seal(kind: string, id: string, plaintext: string): string {
+    const nonce = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, nonce);
+    cipher.setAAD(Buffer.from(`${kind}\0${id}`, 'utf8'));
+    const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    const tag = cipher.getAuthTag();
+    return `${PREFIX}${nonce.toString('base64url')}.${body.toString('base64url')}.${tag.toString('base64url')}`;
+  }
+
+  open(kind: string, id: string, sealed: string): string {
+    if (!sealed.startsWith(PREFIX)) throw new Error('not a sealed value');
+    const [nonce, body, tag] = sealed.slice(PREFIX.length).split('.');
+    if (!nonce || body === undefined || !tag) throw new Error('malformed sealed value');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(nonce, 'base64url'));
+    decipher.setAAD(Buffer.from(`${kind}\0${id}`, 'utf8'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}
+
+export const isSealed = (value: string) => value.startsWith(PREFIX);

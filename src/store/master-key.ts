@@ -1,0 +1,123 @@
+import { randomBytes } from 'node:crypto';
+import { open, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { AsyncEntry } from '@napi-rs/keyring';
+
+export type KeyBackend = 'keychain' | 'file';
+export type KeyBackendPreference = KeyBackend | 'auto';
+
+/** The part of the OS keychain svc uses; tests pass their own to simulate failures. */
+export interface Keychain {
+  get(account: string): Promise<string | null>;
+  set(account: string, secret: string): Promise<void>;
+}
+
+export const KEYCHAIN_SERVICE = 'svc';
+export const MASTER_KEY_FILE = 'master.key';
+
+export const osKeychain: Keychain = {
+  get: (account) => new AsyncEntry(KEYCHAIN_SERVICE, account).getPassword(),
+  set: (account, secret) => new AsyncEntry(KEYCHAIN_SERVICE, account).setPassword(secret),
+};
+
+export class MasterKeyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MasterKeyError';
+  }
+}
+
+export interface MasterKey {
+  key: Buffer;
+  backend: KeyBackend;
+  /** said once, at the start that created the file fallback */
+  notice?: string;
+}
+
+const accountFor = (dataDir: string) => `master-key:${path.resolve(dataDir)}`;
+
+function decode(text: string, where: string): Buffer {
+  const key = Buffer.from(text.trim(), 'base64');
+  if (key.length !== 32) throw new MasterKeyError(`The master key in ${where} is not a 256-bit key.`);
+  return key;
+}
+
+async function readKeyFile(dataDir: string): Promise<Buffer> {
+  const file = path.join(dataDir, MASTER_KEY_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new MasterKeyError(`The master key file ${file} is missing; the store's secrets cannot be opened without it.`);
+  }
+  return decode(text, file);
+}
+
+async function writeKeyFile(dataDir: string, key: Buffer): Promise<void> {
+  const handle = await open(path.join(dataDir, MASTER_KEY_FILE), 'wx', 0o600);
+  try {
+    await handle.writeFile(key.toString('base64'));
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A keychain that answers get but silently drops set (no Secret Service) is not a keychain. */
+async function keychainRoundTrip(keychain: Keychain, account: string, value: string): Promise<boolean> {
+  try {
+    await keychain.set(account, value);
+    return (await keychain.get(account)) === value;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Finds the master key where the store says it lives, or creates one for a new store: in the OS
+ * keychain when one answers, else in `<data-dir>/master.key` (0600) with a notice.
+ */
+export async function resolveMasterKey(opts: {
+  dataDir: string;
+  existingBackend: KeyBackend | null;
+  preference: KeyBackendPreference;
+  keychain: Keychain;
+}): Promise<MasterKey> {
+  const { dataDir, existingBackend, preference, keychain } = opts;
+  const account = accountFor(dataDir);
+
+  if (existingBackend === 'file') return { key: await readKeyFile(dataDir), backend: 'file' };
+  if (existingBackend === 'keychain') {
+    let text: string | null;
+    try {
+      text = await keychain.get(account);
+    } catch (err) {
+      throw new MasterKeyError(
+        `The OS keychain holds this store's master key but did not answer (${(err as Error).message}). Unlock the keychain and start again.`,
+      );
+    }
+    if (!text) {
+      throw new MasterKeyError(
+        `The OS keychain has no master key for ${path.resolve(dataDir)} (service "${KEYCHAIN_SERVICE}"). Unlock the right keychain and start again.`,
+      );
+    }
+    return { key: decode(text, 'the OS keychain'), backend: 'keychain' };
+  }
+
+  const key = randomBytes(32);
+  if (preference !== 'file' && (await keychainRoundTrip(keychain, account, key.toString('base64')))) {
+    return { key, backend: 'keychain' };
+  }
+  if (preference === 'keychain') {
+    throw new MasterKeyError('No OS keychain answered (is a Secret Service running and unlocked?), and --keychain keychain was asked for.');
+  }
+  await writeKeyFile(dataDir, key);
+  return {
+    key,
+    backend: 'file',
+    notice:
+      preference === 'file'
+        ? `The master key is kept in ${path.join(dataDir, MASTER_KEY_FILE)} (0600), as asked.`
+        : `No OS keychain answered, so the master key is kept in ${path.join(dataDir, MASTER_KEY_FILE)} (0600). Protect that file like a password.`,
+  };
+}

@@ -1,0 +1,117 @@
+import { z } from 'zod';
+
+/** The shape of db.json. Records are plain JSON; secret fields hold sealed strings only. */
+export const userRoles = ['user', 'power_user', 'manager', 'admin'] as const;
+export type UserRole = (typeof userRoles)[number];
+
+export const appRoles = ['scope_user_user', 'scope_user_power_user'] as const;
+export type AppRole = (typeof appRoles)[number];
+
+export const accessRequestStatuses = ['draft', 'approved', 'denied', 'expired', 'failed', 'revoked'] as const;
+export type AccessRequestStatus = (typeof accessRequestStatuses)[number];
+
+export interface UserRecord {
+  id: string;
+  username: string;
+  role: UserRole;
+  password_hash: string;
+  created_at: string;
+}
+
+export interface SessionRecord {
+  /** sha256 of the session id: the raw id lives only in the cookie. */
+  id_hash: string;
+  user_id: string;
+  csrf: string;
+  expires_at: number;
+  data: Record<string, unknown>;
+}
+
+export interface McpHeaderRecord {
+  name: string;
+  /** sealed with kind "mcp_header", id "<instance id>:<name>" */
+  value: string;
+}
+
+export interface McpInstanceRecord {
+  id: string;
+  owner_id: string;
+  name: string;
+  url: string;
+  enabled: boolean;
+  headers: McpHeaderRecord[];
+  allow_tools: string[] | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ApprovedMcpServer {
+  url: string;
+  instance_ids: string[];
+}
+
+export interface AccessRequestRecord {
+  id: string;
+  app_client_id: string;
+  flow_type: 'popup' | 'redirect';
+  requested_role: AppRole;
+  requested: { version: '1'; mcp_servers: { url: string }[] };
+  redirect_url: string | null;
+  status: AccessRequestStatus;
+  created_at: string;
+  expires_at: string;
+  updated_at: string;
+  approved_role: AppRole | null;
+  approved: { version: '1'; mcp_servers: ApprovedMcpServer[] } | null;
+  /** the approver, who becomes the request's user; also set on deny */
+  user_id: string | null;
+  decided_at: string | null;
+  revoked_at: string | null;
+  revoked_by: string | null;
+  failure_reason: string | null;
+}
+
+export interface DbMeta {
+  schema: 1;
+  created_at: string;
+  /** where the master key lives; the daemon refuses to start if it cannot be found there */
+  key_backend: 'keychain' | 'file';
+  /** a sealed known value, to detect a wrong master key before anything is written */
+  key_check: string;
+  /** sealed cookie-signing keys */
+  session_keys: string;
+}
+
+export interface Db {
+  meta: DbMeta | null;
+  users: UserRecord[];
+  sessions: SessionRecord[];
+  mcp_instances: McpInstanceRecord[];
+  access_requests: AccessRequestRecord[];
+  /** later features keep their own collections here; unknown keys are preserved */
+  [collection: string]: unknown;
+}
+
+export function emptyDb(): Db {
+  return { meta: null, users: [], sessions: [], mcp_instances: [], access_requests: [] };
+}
+
+/** Loose structural check of a loaded file: enough to refuse a file that is not ours. */
+const dbFileSchema = z
+  .object({
+    meta: z.object({ schema: z.literal(1) }).passthrough().nullable(),
+    users: z.array(z.object({ id: z.string(), username: z.string() }).passthrough()),
+    sessions: z.array(z.object({ id_hash: z.string() }).passthrough()),
+    mcp_instances: z.array(z.object({ id: z.string() }).passthrough()),
+    access_requests: z.array(z.object({ id: z.string(), status: z.enum(accessRequestStatuses) }).passthrough()),
+  })
+  .passthrough();
+
+export function validateDb(value: unknown): { ok: true; data: Db } | { ok: false; reason: string } {
+  const parsed = dbFileSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { ok: false, reason: `${issue.path.join('.') || '(root)'}: ${issue.message}` };
+  }
+  return { ok: true, data: parsed.data as unknown as Db };
+}

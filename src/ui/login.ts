@@ -1,0 +1,100 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type Router from '@koa/router';
+import type { Middleware } from 'koa';
+import type { LoginService } from '../auth/login.js';
+import { endSession, sessionUser, startSession } from '../auth/sessions.js';
+import { AppError } from '../errors.js';
+import type { AppContext, AppDeps, AppState } from '../http/context.js';
+import { contentSecurityPolicy, html, newNonce, page } from './html.js';
+
+const LOGIN_CSRF_COOKIE = 'svc_login_csrf';
+export const DEFAULT_NEXT = '/ui';
+
+/** Only a path on this origin: never `//host`, `/\host` or an absolute URL (no open redirect). */
+export function safeNext(next: unknown, baseUrl: string): string {
+  if (typeof next !== 'string' || !next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || next.length > 2048) return DEFAULT_NEXT;
+  try {
+    const base = new URL(baseUrl);
+    const url = new URL(next, base);
+    if (url.origin !== base.origin) return DEFAULT_NEXT;
+    return `${url.pathname}${url.search}`;
+  } catch {
+    return DEFAULT_NEXT;
+  }
+}
+
+export function sendPage(ctx: AppContext, status: number, title: string, render: (nonce: string) => ReturnType<typeof html>, script?: string): void {
+  const nonce = newNonce();
+  ctx.status = status;
+  ctx.set('Content-Security-Policy', contentSecurityPolicy(nonce));
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.body = page({ title, nonce, body: render(nonce), script });
+}
+
+function renderLogin(ctx: AppContext, next: string, csrf: string, error?: string, status = 200): void {
+  sendPage(ctx, status, 'Log in', () => html`<div class="card">
+<h1>Log in to svc</h1>
+${error ? html`<p class="error" role="alert">${error}</p>` : ''}
+<form method="post" action="/ui/login">
+<input type="hidden" name="next" value="${next}"><input type="hidden" name="_csrf" value="${csrf}">
+<label for="username">Username</label><input type="text" id="username" name="username" autocomplete="username" required autofocus>
+<label for="password">Password</label><input type="password" id="password" name="password" autocomplete="current-password" required>
+<div class="actions"><button class="primary" type="submit">Log in</button></div>
+</form></div>`);
+}
+
+function loginCsrf(ctx: AppContext, secure: boolean): string {
+  const existing = ctx.cookies.get(LOGIN_CSRF_COOKIE, { signed: true });
+  if (existing) return existing;
+  const token = randomBytes(24).toString('base64url');
+  ctx.cookies.set(LOGIN_CSRF_COOKIE, token, { signed: true, httpOnly: true, sameSite: 'strict', secure, maxAge: 60 * 60 * 1000 });
+  return token;
+}
+
+const sameToken = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
+
+/** The browser login form of CONTRACT §4; it signs in with the same LoginService as the API. */
+export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: LoginService, sameOrigin: Middleware<AppState>): void {
+  const secure = () => deps.baseUrl().startsWith('https:');
+
+  router.get('/ui/login', async function showLogin(ctx) {
+    const next = safeNext(ctx.query.next, deps.baseUrl());
+    if (sessionUser(ctx, deps)) {
+      ctx.redirect(next);
+      return;
+    }
+    renderLogin(ctx, next, loginCsrf(ctx, secure()));
+  });
+
+  router.post('/ui/login', sameOrigin, async function submitLogin(ctx) {
+    const form = ((ctx.request as { body?: Record<string, unknown> }).body ?? {}) as Record<string, unknown>;
+    const next = safeNext(form.next, deps.baseUrl());
+    const expected = ctx.cookies.get(LOGIN_CSRF_COOKIE, { signed: true });
+    const csrf = loginCsrf(ctx, secure());
+    if (!expected || typeof form._csrf !== 'string' || !sameToken(form._csrf, expected)) {
+      renderLogin(ctx, next, csrf, 'Your login form was stale; please try again.', 403);
+      return;
+    }
+    const username = typeof form.username === 'string' ? form.username.slice(0, 64) : '';
+    const password = typeof form.password === 'string' ? form.password.slice(0, 1024) : '';
+    try {
+      const user = await login.authenticate(username, password, ctx.ip);
+      await startSession(ctx, user);
+      deps.logger.info({ user: user.id }, 'login (browser)');
+      ctx.status = 303;
+      ctx.redirect(next);
+      ctx.status = 303;
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status >= 500) throw err;
+      if (err.headers['Retry-After']) ctx.set('Retry-After', err.headers['Retry-After']);
+      renderLogin(ctx, next, csrf, err.status === 429 ? 'Too many failed attempts; wait a few minutes.' : 'Wrong username or password.', err.status);
+    }
+  });
+
+  router.get('/ui/logout', async function logoutUi(ctx) {
+    endSession(ctx);
+    ctx.status = 303;
+    ctx.redirect('/ui/login');
+    ctx.status = 303;
+  });
+}
