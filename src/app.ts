@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import Router from '@koa/router';
 import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
-import { koaSwagger } from 'koa2-swagger-ui';
 import { accessRequestRoutes } from './access-requests/routes.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { LoginService } from './auth/login.js';
@@ -11,13 +10,21 @@ import { requireSession, sessionMiddleware } from './auth/sessions.js';
 import { UsersService } from './auth/users.js';
 import type { AppDeps, AppState } from './http/context.js';
 import { appCors } from './http/cors.js';
-import { errorMiddleware } from './http/errors-middleware.js';
+import { bodyReadError, errorMiddleware } from './http/errors-middleware.js';
 import { type AnyRouteDef, defineRoute, mountRoutes } from './http/route.js';
 import { z } from 'zod';
 import { allowedHosts, allowedOrigins, hostCheck, sameOriginOnly, securityHeaders } from './http/security.js';
 import { McpInstancesService } from './mcp/instances.js';
+import { appMcpRoutes } from './mcp/app-routes.js';
+import { BearerVerifier, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
+import { PROTECTED_RESOURCE_PATH, protectedResourceRoute } from './auth/protected-resource.js';
+import { OAuthClientsService } from './oauth/clients.js';
+import { oauthClientRoutes } from './oauth/routes.js';
+import { loadSigningKeys } from './oauth/keys.js';
+import { type AuthorizationServer, createAuthorizationServer, OAUTH_PREFIX } from './oauth/provider.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
 import { buildOpenApi } from './openapi/document.js';
+import { swaggerUi } from './openapi/swagger.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
 import { VERSION } from './version.js';
@@ -26,6 +33,10 @@ const healthResponse = z.object({ status: z.literal('ok'), version: z.string() }
 
 export interface App {
   koa: Koa<AppState>;
+  clients: OAuthClientsService;
+  verifier: BearerVerifier;
+  /** the issuer whose tokens this daemon accepts: its own `<base>/oauth`, or --issuer */
+  issuer: string;
   users: UsersService;
   requests: AccessRequestsService;
   instances: McpInstancesService;
@@ -33,18 +44,47 @@ export interface App {
   openApi: () => Record<string, unknown>;
 }
 
-/** Wires every feature onto one Koa app. `port` is read lazily: it is known only once listening. */
-export function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: () => number; appInfo?: AppInfoLookup }): App {
+/** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
+export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.store, deps.clock);
   const login = new LoginService(users, deps.clock);
   const instances = new McpInstancesService(deps.store, deps.box, deps.clock);
-  const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, opts.appInfo);
+  const clients = new OAuthClientsService(deps.store, deps.box, deps.clock);
+  const appInfo: AppInfoLookup = (clientId) => {
+    const c = clients.find(clientId);
+    return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
+  };
+  const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo);
 
-  let hosts: Set<string> | null = null;
-  let origins: Set<string> | null = null;
-  const hostSet = () => (hosts ??= allowedHosts(deps.baseUrl(), opts.port()));
-  const originSet = () => (origins ??= allowedOrigins(hostSet(), deps.baseUrl()));
+  const metadataUrl = () => `${deps.baseUrl()}${PROTECTED_RESOURCE_PATH}`;
+  const { config } = deps;
+  let authorizationServer: AuthorizationServer | null = null;
+  let verifier: BearerVerifier;
+  if (config.issuer) {
+    verifier = new BearerVerifier(
+      { issuer: config.issuer, audience: config.audience ?? deps.baseUrl(), allowJwtTyp: config.allowJwtTyp, keys: remoteKeysFromDiscovery(config.issuer) },
+      deps.store,
+      deps.clock,
+      metadataUrl,
+    );
+  } else {
+    const keys = await loadSigningKeys(deps.store, deps.box);
+    verifier = new BearerVerifier(
+      { issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`, audience: deps.baseUrl(), allowJwtTyp: false, keys: localKeys(keys.publicKeys) },
+      deps.store,
+      deps.clock,
+      metadataUrl,
+    );
+    authorizationServer = await createAuthorizationServer(deps, { clients, requests, keys, cookieKeys: opts.sessionKeys, verifier });
+  }
+  const issuer = authorizationServer?.issuer ?? config.issuer!;
+  const bearer = requireBearer(verifier, metadataUrl);
+
+  const hosts = allowedHosts(deps.baseUrl(), opts.port);
+  const origins = allowedOrigins(hosts, deps.baseUrl());
+  const hostSet = () => hosts;
+  const originSet = () => origins;
   const sameOrigin = sameOriginOnly(originSet);
   const session = requireSession(deps);
   const authenticateSession: Middleware<AppState> = (ctx, next) => sameOrigin(ctx, () => session(ctx, next));
@@ -63,12 +103,16 @@ export function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: ()
     ...authRoutes(deps, users, login, sameOrigin),
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
     ...mcpInstanceRoutes(instances),
+    ...oauthClientRoutes(clients),
+    protectedResourceRoute(deps, issuer),
+    ...appMcpRoutes(instances),
   ];
   let openApiDoc: Record<string, unknown> | null = null;
   const openApi = () => (openApiDoc ??= buildOpenApi(routes, { version: VERSION, serverUrl: deps.baseUrl() }));
 
   const router = new Router<AppState>();
-  mountRoutes(router, routes, { session: authenticateSession });
+  mountRoutes(router, routes, { session: authenticateSession, bearer });
+  authorizationServer?.mountInteractions(router);
   router.get('/svc/v1/openapi.json', function serveOpenApi(ctx) {
     ctx.body = openApi();
   });
@@ -91,13 +135,8 @@ export function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: ()
   koa.use(securityHeaders);
   koa.use(hostCheck(hostSet));
   koa.use(appCors);
-  koa.use(
-    koaSwagger({
-      routePrefix: '/swagger-ui',
-      title: 'svc API',
-      swaggerOptions: { url: '/svc/v1/openapi.json' },
-    }) as unknown as Middleware<AppState>,
-  );
+  if (authorizationServer) koa.use(authorizationServer.middleware);
+  koa.use(swaggerUi('/svc/v1/openapi.json'));
   koa.use(
     koaBody({
       json: true,
@@ -108,11 +147,12 @@ export function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: ()
       jsonLimit: deps.config.bodyLimit,
       formLimit: 64 * 1024,
       parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+      onError: bodyReadError,
     }) as unknown as Middleware<AppState>,
   );
   koa.use(sessionMiddleware(koa, deps, opts.sessionKeys));
   koa.use(router.routes());
   koa.use(router.allowedMethods());
 
-  return { koa, users, requests, instances, routes, openApi };
+  return { koa, users, requests, instances, clients, verifier, issuer, routes, openApi };
 }

@@ -16,6 +16,12 @@ export interface Config {
   logLevel: string;
   /** Largest JSON body accepted, in bytes. */
   bodyLimit: number;
+  /** An external authorization server; null runs the embedded one. */
+  issuer: string | null;
+  /** The audience external tokens must carry (defaults to the base URL). */
+  audience: string | null;
+  /** Accept `typ: JWT` access tokens from the external issuer (Keycloak and others). */
+  allowJwtTyp: boolean;
 }
 
 export interface ConfigFlags {
@@ -27,6 +33,9 @@ export interface ConfigFlags {
   rateLimitAddress?: string | number;
   keychain?: string;
   logLevel?: string;
+  issuer?: string;
+  audience?: string;
+  allowJwtTyp?: boolean;
 }
 
 export class ConfigError extends Error {
@@ -63,6 +72,16 @@ function baseUrl(value: string): string {
   return url.href.replace(/\/+$/, '');
 }
 
+function absoluteUrl(value: string, name: string): string {
+  try {
+    const url = new URL(value);
+    if (url.protocol === 'http:' || url.protocol === 'https:') return value.replace(/\/+$/, '');
+  } catch {
+    /* below */
+  }
+  throw new ConfigError(`${name} must be an absolute http(s) URL, not "${value}".`);
+}
+
 /** Flags > environment > defaults (CONTRACT §2). */
 export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
@@ -70,6 +89,9 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
   const keychain = String(pick(flags.keychain, 'SVC_KEYCHAIN') ?? 'auto');
   if (!['auto', 'keychain', 'file'].includes(keychain)) throw new ConfigError(`--keychain must be auto, keychain or file, not "${keychain}".`);
   const rawBase = pick(flags.baseUrl, 'SVC_BASE_URL');
+  const issuer = pick(flags.issuer, 'SVC_ISSUER');
+  const audience = pick(flags.audience, 'SVC_AUDIENCE');
+  if (audience !== undefined && issuer === undefined) throw new ConfigError('--audience goes with --issuer.');
   return {
     host: String(pick(flags.host, 'SVC_HOST') ?? '127.0.0.1'),
     port: integer(pick(flags.port, 'SVC_PORT') ?? DEFAULT_PORT, 'port', 0, 65535),
@@ -80,6 +102,9 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     keychain: keychain as KeyBackendPreference,
     logLevel: String(pick(flags.logLevel, 'SVC_LOG_LEVEL') ?? 'info'),
     bodyLimit: 1024 * 1024,
+    issuer: issuer === undefined ? null : absoluteUrl(String(issuer), '--issuer'),
+    audience: audience === undefined ? null : String(audience),
+    allowJwtTyp: Boolean(flags.allowJwtTyp) || env.SVC_ALLOW_JWT_TYP === '1' || env.SVC_ALLOW_JWT_TYP === 'true',
   };
 }
 

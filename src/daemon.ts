@@ -15,7 +15,9 @@ import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
 
-export const DAEMON_FILE = 'daemon.json';
+import { DAEMON_FILE } from './daemon-info.js';
+
+export { DAEMON_FILE };
 
 export interface DaemonInfo {
   pid: number;
@@ -127,18 +129,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     await initMeta(store, box, master.backend, clock);
     const sessionKeys = JSON.parse(box.open('meta', 'session_keys', store.data.meta!.session_keys)) as string[];
 
-    let port = 0;
-    let baseUrl = config.baseUrl ?? '';
-    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
-    const app = createApp(deps, { sessionKeys, port: () => port });
-
-    let initialAdminPassword: string | undefined;
-    if (store.data.users.length === 0) {
-      initialAdminPassword = generatePassword();
-      await app.users.create(null, { username: 'admin', role: 'admin', password: initialAdminPassword });
-    }
-
-    const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, app.koa.callback());
+    // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
+    // Until the app is wired, requests get a plain 503.
+    let handler: http.RequestListener = (_req, res) => {
+      res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
+      res.end(JSON.stringify({ error: { message: 'svc is starting', type: 'server_error', code: 'starting' } }));
+    };
+    const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, (req, res) => handler(req, res));
     server.maxHeadersCount = 100;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -147,9 +144,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         resolve();
       });
     });
-    port = (server.address() as AddressInfo).port;
+    const port = (server.address() as AddressInfo).port;
     const url = urlFor(config.host, port);
-    if (!config.baseUrl) baseUrl = url;
+    const baseUrl = config.baseUrl ?? url;
     cleanups.push(
       () =>
         new Promise<void>((resolve) => {
@@ -163,6 +160,16 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
           server.closeIdleConnections();
         }),
     );
+
+    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
+    const app = await createApp(deps, { sessionKeys, port });
+    handler = app.koa.callback();
+
+    let initialAdminPassword: string | undefined;
+    if (store.data.users.length === 0) {
+      initialAdminPassword = generatePassword();
+      await app.users.create(null, { username: 'admin', role: 'admin', password: initialAdminPassword });
+    }
 
     const infoFile = path.join(config.dataDir, DAEMON_FILE);
     const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString() };

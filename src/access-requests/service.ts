@@ -11,7 +11,7 @@ import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } fro
 export const scopeFor = (id: string) => `scope_access_request:${id}`;
 
 /** What the app registry knows of a client (name, description); empty until one is registered. */
-export type AppInfoLookup = (clientId: string) => { name?: string; description?: string } | undefined;
+export type AppInfoLookup = (clientId: string) => { name?: string; description?: string; redirect_uris?: string[] } | undefined;
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
@@ -64,7 +64,25 @@ export class AccessRequestsService {
     return record;
   }
 
+  /**
+   * The access-request scopes an authorization server may issue to `clientId` (for `userId` when
+   * known): only approved requests that this client made and this user approved.
+   */
+  approvedScopesFor(clientId: string, userId?: string): string[] {
+    return this.store.read((db) =>
+      db.access_requests
+        .filter((r) => r.status === 'approved' && r.app_client_id === clientId && (userId === undefined || r.user_id === userId))
+        .map((r) => scopeFor(r.id)),
+    );
+  }
+
   async create(input: z.output<typeof createAccessRequestBody>): Promise<AccessRequestRecord> {
+    const registered = this.appInfo(input.app_client_id)?.redirect_uris;
+    if (registered && input.redirect_url && !registered.includes(input.redirect_url)) {
+      throw new AppError(400, 'invalid_request_error', 'invalid_redirect_url', 'redirect_url is not a registered redirect URI of this client.', {
+        param: 'redirect_url',
+      });
+    }
     const now = this.clock();
     const record: AccessRequestRecord = {
       id: randomUUID(),

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { type ConfigFlags, resolveConfig, urlFor } from '../config.js';
 import type { DaemonInfo } from '../daemon.js';
 import { AppError, type ErrorBody } from '../errors.js';
-import { DAEMON_FILE } from '../daemon.js';
+import { DAEMON_FILE } from '../daemon-info.js';
 import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 

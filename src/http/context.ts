@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { Store } from '../store/store.js';
 import type { UserRecord } from '../store/schema.js';
+import type { BearerGrant } from '../auth/bearer.js';
 
 export type Clock = () => number;
 
@@ -20,6 +21,8 @@ export interface AppDeps {
 
 export interface AppState {
   user?: UserRecord;
+  /** the verified grant of a Bearer call */
+  grant?: BearerGrant;
   /** a request id for log correlation */
   requestId: string;
 }

@@ -19,12 +19,29 @@ function toAppError(err: unknown, bodyLimit: number): AppError {
   return internalError(err);
 }
 
+/**
+ * koa-body's onError: a body that cannot be read (a Content-Encoding whose data does not inflate,
+ * a broken stream) is the client's fault, a 400, never a 500. Errors that already carry a 4xx
+ * status (413, 415, bad JSON) pass through unchanged.
+ */
+export function bodyReadError(err: Error): never {
+  const status = (err as { status?: number }).status;
+  if (typeof status === 'number' && status >= 400 && status < 500) throw err;
+  throw invalidBody('The request body could not be read (does Content-Encoding match the data?).');
+}
+
 /** The one error-handling middleware: every error leaves as CONTRACT §5's JSON shape. */
 export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<AppState> {
   return async function handleErrors(ctx, next) {
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) throw new AppError(404, 'not_found_error', 'not_found', 'Not found');
+      // The router's own answers for a wrong method (405, or 501 for a method it does not know)
+      // come without a body; both leave as a JSON 405, keeping the router's Allow header.
+      if ((ctx.status === 405 || ctx.status === 501) && ctx.body === undefined) {
+        const allow = ctx.response.get('Allow');
+        throw new AppError(405, 'invalid_request_error', 'method_not_allowed', `Method ${ctx.method} is not allowed here${allow ? `; allowed: ${allow}` : ''}.`);
+      }
     } catch (err) {
       const appError = toAppError(err, bodyLimit);
       if (appError.status >= 500) {

@@ -3,6 +3,8 @@ import type { Middleware } from 'koa';
 import type { z } from 'zod';
 import type { AppContext, AppState } from './context.js';
 import { parseOrThrow } from './validate.js';
+import { requireAppRole } from '../auth/bearer.js';
+import type { AppRole } from '../store/schema.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 export type AuthMode = 'none' | 'session' | 'bearer';
@@ -28,6 +30,8 @@ export interface RouteDef<B extends z.ZodType | undefined = undefined, Q extends
   description?: string;
   tags: string[];
   auth: AuthMode;
+  /** for bearer routes: the least grant role (default scope_user_user) */
+  appRole?: AppRole;
   body?: B;
   query?: Q;
   params?: P;
@@ -60,6 +64,7 @@ export function mountRoutes(
     const auth = authenticate[route.auth];
     if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
     const stack: Middleware<AppState>[] = [...(route.before ?? []), ...(auth ? [auth] : [])];
+    if (route.auth === 'bearer') stack.push(requireAppRole(route.appRole ?? 'scope_user_user'));
     const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
       const input = {
         params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,

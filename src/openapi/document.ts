@@ -42,7 +42,7 @@ export function buildOpenApi(routes: AnyRouteDef[], info: { version: string; ser
       },
       cycles: 'ref',
     }) as JsonSchema & { $defs?: Record<string, JsonSchema> };
-    for (const [name, def] of Object.entries(json.$defs ?? {})) components[name] = def;
+    for (const [name, def] of Object.entries(json.$defs ?? {})) components[name] = rewriteRefs(def);
     delete json.$defs;
     delete json.$schema;
     return rewriteRefs(json);

@@ -15,9 +15,17 @@ export interface Keychain {
 export const KEYCHAIN_SERVICE = 'svc';
 export const MASTER_KEY_FILE = 'master.key';
 
+/**
+ * On Linux only the Secret Service counts as a keychain. Left to itself the binding silently falls
+ * back to the kernel keyutils keyring, which is memory-only: a key kept there is gone at the next
+ * reboot, and the store with it. Pinned, a machine without a Secret Service gets the file fallback.
+ */
+const entryOptions = process.platform === 'linux' ? { linux: { store: 'secret-service' as const } } : undefined;
+
 export const osKeychain: Keychain = {
-  get: (account) => new AsyncEntry(KEYCHAIN_SERVICE, account).getPassword(),
-  set: (account, secret) => new AsyncEntry(KEYCHAIN_SERVICE, account).setPassword(secret),
+  // async, so a constructor that throws (no store reachable) rejects like any other failure
+  get: async (account) => (await new AsyncEntry(KEYCHAIN_SERVICE, account, entryOptions).getPassword()) ?? null,
+  set: async (account, secret) => new AsyncEntry(KEYCHAIN_SERVICE, account, entryOptions).setPassword(secret),
 };
 
 export class MasterKeyError extends Error {

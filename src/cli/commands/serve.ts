@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
 import { ConfigError, resolveConfig } from '../../config.js';
-import { startDaemon } from '../../daemon.js';
-import { createLogger } from '../../log.js';
 import { CorruptStoreError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
@@ -25,6 +23,9 @@ export function registerServe(program: Command, o: Output): void {
     .option('--rate-limit-address <n>', 'unauthenticated requests a minute per address, 0 = off (env SVC_RATE_LIMIT_ADDRESS)')
     .option('--keychain <where>', 'where the master key lives for a new store: auto, keychain or file (env SVC_KEYCHAIN)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (env SVC_LOG_LEVEL)')
+    .option('--issuer <url>', 'trust this external OAuth issuer instead of the embedded one (env SVC_ISSUER)')
+    .option('--audience <aud>', 'the audience external tokens must carry; default the base URL (env SVC_AUDIENCE)')
+    .option('--allow-jwt-typ', 'with --issuer: also accept access tokens with typ JWT (env SVC_ALLOW_JWT_TYP=1)')
     .action(async (_opts, cmd: Command) => {
       const flags = cmd.optsWithGlobals();
       let config;
@@ -34,6 +35,8 @@ export function registerServe(program: Command, o: Output): void {
         if (err instanceof ConfigError) throw new CliError(err.message, 2);
         throw err;
       }
+      // Loaded here, not at the top: every other command starts without the whole server.
+      const [{ startDaemon }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../log.js')]);
       const logger = createLogger(config.logLevel, process.stderr);
       let daemon;
       try {

@@ -41,7 +41,8 @@ export function registerSession(program: Command, o: Output): void {
           ['pid', status.pid ?? ''],
           ['logged in as', status.logged_in_as ?? (status.running ? 'nobody (run `svc login`)' : '')],
         ]);
-      if (!status.running) throw new CliError('', 1);
+      // The hint also goes to stderr, so `--json` callers and scripts see it too.
+      if (!status.running) throw new CliError(`No svc daemon answers at ${status.url}. Start one with \`svc serve\`.`, 1);
     });
 
   program

@@ -1,0 +1,171 @@
+import { createHash } from 'node:crypto';
+import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, type JWK, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import type { Middleware } from 'koa';
+import { AppError } from '../errors.js';
+import type { AppState, Clock } from '../http/context.js';
+import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import { appRoleAtMost } from './roles.js';
+
+export const ACCESS_REQUEST_SCOPE_PREFIX = 'scope_access_request:';
+const ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
+const CLOCK_TOLERANCE_S = 5;
+const CACHE_LIMIT = 10_000;
+
+export interface BearerGrant {
+  record: AccessRequestRecord;
+  user: UserRecord;
+  role: AppRole;
+  clientId: string;
+  tokenExp: number;
+}
+
+export interface VerifierOptions {
+  issuer: string;
+  audience: string;
+  /** accept `typ: JWT` as well as RFC 9068's `at+jwt` (some external issuers) */
+  allowJwtTyp: boolean;
+  keys: JWTVerifyGetKey;
+}
+
+/**
+ * Keys from the JWKS document that the issuer's discovery document names, looked up on first use
+ * (the issuer may start after svc) and again after a failure; jose refetches the JWKS on an
+ * unknown kid, at most every 30 s.
+ */
+export function remoteKeysFromDiscovery(issuer: string): JWTVerifyGetKey {
+  let keys: Promise<JWTVerifyGetKey> | null = null;
+  const discover = async (): Promise<JWTVerifyGetKey> => {
+    const res = await fetch(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(10_000) });
+    if (!res.ok) throw new Error(`discovery document of ${issuer} answered ${res.status}`);
+    const doc = (await res.json()) as { issuer?: string; jwks_uri?: string };
+    if (doc.issuer !== issuer) throw new Error(`discovery document names issuer ${doc.issuer}, not ${issuer}`);
+    if (!doc.jwks_uri) throw new Error(`discovery document of ${issuer} has no jwks_uri`);
+    return createRemoteJWKSet(new URL(doc.jwks_uri), { cooldownDuration: 30_000, cacheMaxAge: 10 * 60_000 });
+  };
+  return async (header, token) => {
+    keys ??= discover().catch((err) => {
+      keys = null;
+      throw err;
+    });
+    return (await keys)(header, token);
+  };
+}
+
+export const localKeys = (publicKeys: JWK[]): JWTVerifyGetKey => createLocalJWKSet({ keys: publicKeys });
+
+export const invalidToken = (message: string, metadataUrl: string) =>
+  new AppError(401, 'authentication_error', 'invalid_token', message, {
+    headers: { 'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${metadataUrl}"` },
+  });
+
+/**
+ * The resource side of CONTRACT §7. A token's signature and claims are checked once and cached by
+ * its hash until it expires; the grant record behind it is checked on every call, so a revoke
+ * takes effect on the very next request.
+ */
+export class BearerVerifier {
+  private readonly verified = new Map<string, { payload: JWTPayload; accessRequestId: string; clientId: string; expMs: number }>();
+
+  constructor(
+    private readonly opts: VerifierOptions,
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly metadataUrl: () => string,
+  ) {}
+
+  private fail(message: string): AppError {
+    return invalidToken(message, this.metadataUrl());
+  }
+
+  /** Signature, algorithm, typ, iss, aud, exp/nbf and the single access-request scope. */
+  async verifySignature(token: string) {
+    const key = createHash('sha256').update(token).digest('base64url');
+    const now = this.clock();
+    const hit = this.verified.get(key);
+    if (hit) {
+      if (hit.expMs + CLOCK_TOLERANCE_S * 1000 > now) return hit;
+      this.verified.delete(key);
+    }
+    let payload: JWTPayload;
+    let typ: string | undefined;
+    try {
+      const result = await jwtVerify(token, this.opts.keys, {
+        issuer: this.opts.issuer,
+        audience: this.opts.audience,
+        algorithms: ALGORITHMS,
+        clockTolerance: CLOCK_TOLERANCE_S,
+        currentDate: new Date(now),
+        requiredClaims: ['exp', 'sub'],
+      });
+      payload = result.payload;
+      typ = result.protectedHeader.typ;
+    } catch (err) {
+      throw this.fail(describeJoseError(err));
+    }
+    const typOk = typ?.toLowerCase() === 'at+jwt' || typ?.toLowerCase() === 'application/at+jwt' || (this.opts.allowJwtTyp && (typ === undefined || typ.toUpperCase() === 'JWT'));
+    if (!typOk) throw this.fail('The token is not an access token (typ).');
+    const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
+    const grants = scopes.filter((s) => s.startsWith(ACCESS_REQUEST_SCOPE_PREFIX));
+    if (grants.length !== 1) throw this.fail('The token must carry exactly one scope_access_request scope.');
+    const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
+    if (!clientId) throw this.fail('The token names no client.');
+    const entry = { payload, accessRequestId: grants[0].slice(ACCESS_REQUEST_SCOPE_PREFIX.length), clientId, expMs: (payload.exp as number) * 1000 };
+    if (this.verified.size >= CACHE_LIMIT) this.verified.delete(this.verified.keys().next().value as string);
+    this.verified.set(key, entry);
+    return entry;
+  }
+
+  /** The full check: a verified token whose grant is approved for that very client and user. */
+  async verify(token: string): Promise<BearerGrant> {
+    const entry = await this.verifySignature(token);
+    const { record, user } = this.store.read((db) => {
+      const r = db.access_requests.find((x) => x.id === entry.accessRequestId);
+      return { record: r, user: r?.user_id ? db.users.find((u) => u.id === r.user_id) : undefined };
+    });
+    if (!record || record.status !== 'approved' || !record.approved_role) throw this.fail('The grant behind this token is not approved (revoked, denied, expired or gone).');
+    if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
+    if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
+    const role: AppRole = appRoleAtMost(record.approved_role, 'scope_user_power_user') ? record.approved_role : 'scope_user_power_user';
+    return { record, user, role, clientId: entry.clientId, tokenExp: entry.expMs };
+  }
+}
+
+function describeJoseError(err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return 'The token has expired.';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) return `The token's ${err.claim} claim is not acceptable.`;
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'The token signature does not verify.';
+  if (err instanceof joseErrors.JWKSNoMatchingKey) return 'The token was signed with an unknown key.';
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'The token uses an algorithm that is not allowed.';
+  return 'The token is malformed or not verifiable.';
+}
+
+/**
+ * Bearer authentication for app routes: the token only from the Authorization header (never the
+ * query string or a cookie), then BearerVerifier.verify.
+ */
+export function requireBearer(verifier: BearerVerifier, metadataUrl: () => string): Middleware<AppState> {
+  return async function authenticateBearer(ctx, next) {
+    const header = ctx.get('Authorization');
+    const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/.exec(header);
+    if (!match) {
+      const inQuery = 'access_token' in ctx.query;
+      throw invalidToken(inQuery ? 'Send the token in the Authorization header, not the query string.' : 'A Bearer token is required.', metadataUrl());
+    }
+    ctx.state.grant = await verifier.verify(match[1]);
+    await next();
+  };
+}
+
+/** The role a route needs; the token's role comes from the grant record, never from the token. */
+export function requireAppRole(role: AppRole): Middleware<AppState> {
+  return async function checkAppRole(ctx, next) {
+    const grant = ctx.state.grant;
+    if (!grant || !appRoleAtMost(role, grant.role)) {
+      throw new AppError(403, 'forbidden_error', 'insufficient_scope', `This endpoint needs ${role}; the grant is ${grant?.role ?? 'none'}.`, {
+        headers: { 'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${role}"` },
+      });
+    }
+    await next();
+  };
+}
