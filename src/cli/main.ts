@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { AppError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { registerMcp } from './commands/mcp.js';
+import { registerClients } from './commands/clients.js';
 import { registerRequests } from './commands/requests.js';
 import { registerServe } from './commands/serve.js';
 import { registerSession } from './commands/session.js';
@@ -33,6 +34,7 @@ export function buildProgram(o: Output): Command {
   registerRequests(program, o);
   registerMcp(program, o);
   registerUsers(program, o);
+  registerClients(program, o);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });

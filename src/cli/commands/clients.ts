@@ -1,0 +1,76 @@
+import type { Command } from 'commander';
+import { DaemonClient } from '../client.js';
+import { type Output, printJson, printRows } from '../output.js';
+
+interface Client {
+  client_id: string;
+  name: string;
+  description: string | null;
+  redirect_uris: string[];
+  public: boolean;
+  token_endpoint_auth_method: string;
+  created_at: string;
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+export function registerClients(program: Command, o: Output): void {
+  const clients = program
+    .command('clients')
+    .description("Manage the embedded authorization server's OAuth clients (admin)")
+    .addHelpText(
+      'before',
+      `Examples:
+  $ svc clients add "Notes App" --redirect-uri http://127.0.0.1:5173/callback --description "Takes notes"
+  $ svc clients add "CLI tool" --redirect-uri http://127.0.0.1:8976/cb --public
+  $ svc clients list --json
+  $ svc clients remove svc-3k...
+`,
+    );
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+
+  clients
+    .command('add <name>')
+    .description('Register a client; prints its client_id (and, unless --public, its secret, once)')
+    .requiredOption('--redirect-uri <uri>', 'an exact redirect URI (repeatable)', collect, [])
+    .option('--description <text>', 'shown on the review page')
+    .option('--public', 'a public client (no secret; PKCE only), e.g. a browser or native app')
+    .option('--json', 'machine-readable output')
+    .action(async (name: string, opts: { redirectUri: string[]; description?: string; public?: boolean; json?: boolean }, cmd: Command) => {
+      const { body } = await (await connect(cmd)).request<{ client: Client; client_secret?: string }>('POST', '/admin/v1/clients', {
+        name,
+        redirect_uris: opts.redirectUri,
+        ...(opts.description ? { description: opts.description } : {}),
+        public: Boolean(opts.public),
+      });
+      if (opts.json) return printJson(o, body);
+      o.out(`client_id\t${body.client.client_id}\n`);
+      if (body.client_secret) {
+        o.out(`client_secret\t${body.client_secret}\n`);
+        o.err('The secret is shown only now; keep it with the app.\n');
+      }
+    });
+
+  clients
+    .command('list')
+    .description('List registered clients')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }, cmd: Command) => {
+      const { body } = await (await connect(cmd)).request<{ data: Client[] }>('GET', '/admin/v1/clients');
+      if (opts.json) return printJson(o, body.data);
+      printRows(o, body.data, [
+        { header: 'client id', value: (c) => c.client_id },
+        { header: 'name', value: (c) => c.name },
+        { header: 'type', value: (c) => (c.public ? 'public' : 'confidential') },
+        { header: 'redirect uris', value: (c) => c.redirect_uris.join(' ') },
+      ]);
+    });
+
+  clients
+    .command('remove <client_id>')
+    .description("Remove a client; its grants are revoked and its pending requests fail")
+    .action(async (clientId: string, _opts, cmd: Command) => {
+      await (await connect(cmd)).request('DELETE', `/admin/v1/clients/${encodeURIComponent(clientId)}`);
+      o.err(`Removed ${clientId}.\n`);
+    });
+}
