@@ -15,6 +15,11 @@ import { type AnyRouteDef, defineRoute, mountRoutes } from './http/route.js';
 import { z } from 'zod';
 import { allowedHosts, allowedOrigins, hostCheck, sameOriginOnly, securityHeaders } from './http/security.js';
 import { McpInstancesService } from './mcp/instances.js';
+import { ModelCatalog } from './models/catalog.js';
+import { modelAliasRoutes } from './models/routes.js';
+import { providerRoutes } from './providers/routes.js';
+import { ProvidersService } from './providers/service.js';
+import { proxyRoutes } from './proxy/routes.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
 import { BearerVerifier, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
 import { PROTECTED_RESOURCE_PATH, protectedResourceRoute } from './auth/protected-resource.js';
@@ -56,6 +61,8 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
   };
   const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo);
+  const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
+  const catalog = new ModelCatalog(deps.store, deps.clock);
 
   const metadataUrl = () => `${deps.baseUrl()}${PROTECTED_RESOURCE_PATH}`;
   const { config } = deps;
@@ -106,12 +113,16 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...oauthClientRoutes(clients),
     protectedResourceRoute(deps, issuer),
     ...appMcpRoutes(instances),
+    ...providerRoutes(providers),
+    ...modelAliasRoutes(catalog),
+    ...proxyRoutes(deps, providers, catalog),
   ];
   let openApiDoc: Record<string, unknown> | null = null;
   const openApi = () => (openApiDoc ??= buildOpenApi(routes, { version: VERSION, serverUrl: deps.baseUrl() }));
 
   const router = new Router<AppState>();
-  mountRoutes(router, routes, { session: authenticateSession, bearer });
+  const either: Middleware<AppState> = (ctx, next) => (ctx.get('Authorization') ? bearer(ctx, next) : authenticateSession(ctx, next));
+  mountRoutes(router, routes, { session: authenticateSession, bearer, either });
   authorizationServer?.mountInteractions(router);
   router.get('/svc/v1/openapi.json', function serveOpenApi(ctx) {
     ctx.body = openApi();
@@ -137,19 +148,21 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   koa.use(appCors);
   if (authorizationServer) koa.use(authorizationServer.middleware);
   koa.use(swaggerUi('/svc/v1/openapi.json'));
-  koa.use(
-    koaBody({
-      json: true,
-      urlencoded: true,
-      text: false,
-      multipart: false,
-      jsonStrict: true,
-      jsonLimit: deps.config.bodyLimit,
-      formLimit: 64 * 1024,
-      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-      onError: bodyReadError,
-    }) as unknown as Middleware<AppState>,
-  );
+  const parseBody = koaBody({
+    json: true,
+    urlencoded: true,
+    text: false,
+    multipart: false,
+    jsonStrict: true,
+    jsonLimit: deps.config.bodyLimit,
+    formLimit: 64 * 1024,
+    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+    onError: bodyReadError,
+  }) as unknown as Middleware<AppState>;
+  // The proxies read their own bodies: raw, size-limited, streamed.
+  koa.use(function parseBodyUnlessProxied(ctx, next) {
+    return ctx.path.startsWith('/v1/') ? next() : parseBody(ctx, next);
+  });
   koa.use(sessionMiddleware(koa, deps, opts.sessionKeys));
   koa.use(router.routes());
   koa.use(router.allowedMethods());

@@ -72,10 +72,15 @@ function baseUrl(value: string): string {
   return url.href.replace(/\/+$/, '');
 }
 
+/**
+ * An issuer identifier, kept exactly as given: OpenID Discovery and RFC 8414 compare it by string
+ * equality with the discovery document's `issuer` and the tokens' `iss`, and some issuers (Auth0)
+ * end theirs with a slash.
+ */
 function absoluteUrl(value: string, name: string): string {
   try {
     const url = new URL(value);
-    if (url.protocol === 'http:' || url.protocol === 'https:') return value.replace(/\/+$/, '');
+    if (url.protocol === 'http:' || url.protocol === 'https:') return value;
   } catch {
     /* below */
   }

@@ -5,7 +5,7 @@ import { AppError } from '../errors.js';
 import type { AppState, Clock } from '../http/context.js';
 import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
 import type { Store } from '../store/store.js';
-import { appRoleAtMost } from './roles.js';
+import { appRoleAtMost, atLeast } from './roles.js';
 
 export const ACCESS_REQUEST_SCOPE_PREFIX = 'scope_access_request:';
 const ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
@@ -147,7 +147,8 @@ function describeJoseError(err: unknown): string {
 export function requireBearer(verifier: BearerVerifier, metadataUrl: () => string): Middleware<AppState> {
   return async function authenticateBearer(ctx, next) {
     const header = ctx.get('Authorization');
-    const match = /^Bearer ([A-Za-z0-9\-._~+/]+=*)$/.exec(header);
+    // The scheme name is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
+    const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(header);
     if (!match) {
       const inQuery = 'access_token' in ctx.query;
       throw invalidToken(inQuery ? 'Send the token in the Authorization header, not the query string.' : 'A Bearer token is required.', metadataUrl());
@@ -165,6 +166,23 @@ export function requireAppRole(role: AppRole): Middleware<AppState> {
       throw new AppError(403, 'forbidden_error', 'insufficient_scope', `This endpoint needs ${role}; the grant is ${grant?.role ?? 'none'}.`, {
         headers: { 'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${role}"` },
       });
+    }
+    await next();
+  };
+}
+
+/**
+ * For routes open to a user's session and to app tokens alike: a token needs the app role, a
+ * session user the matching account role (power user for scope_user_power_user).
+ */
+export function requireRoleEither(role: AppRole): Middleware<AppState> {
+  const tokenGuard = requireAppRole(role);
+  return async function checkRoleEither(ctx, next) {
+    if (ctx.state.grant) return tokenGuard(ctx, next);
+    const user = ctx.state.user;
+    const needed = role === 'scope_user_power_user' ? 'power_user' : 'user';
+    if (!user || !atLeast(user.role, needed)) {
+      throw new AppError(403, 'forbidden_error', 'insufficient_scope', `This endpoint needs a ${needed.replace('_', ' ')} account.`);
     }
     await next();
   };

@@ -23,7 +23,8 @@ export class DaemonClient {
     const config = resolveConfig(flags, env);
     const info = await readDaemonInfo(config.dataDir);
     const explicit = flags.host !== undefined || flags.port !== undefined || env.SVC_HOST || env.SVC_PORT;
-    const url = info && !explicit ? info.url : urlFor(config.host, config.port);
+    // Port 0 means "a free one": only the running daemon's daemon.json knows which it got.
+    const url = info && (!explicit || config.port === 0) ? info.url : urlFor(config.host, config.port);
     return new DaemonClient(url, config.dataDir, info);
   }
 

@@ -44,7 +44,7 @@ export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<A
       }
     } catch (err) {
       const appError = toAppError(err, bodyLimit);
-      if (appError.status >= 500) {
+      if (appError.status === 500) {
         logger.error({ err: (err as Error)?.stack ?? String(err), requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
       }
       ctx.status = appError.status;

@@ -3,11 +3,12 @@ import type { Middleware } from 'koa';
 import type { z } from 'zod';
 import type { AppContext, AppState } from './context.js';
 import { parseOrThrow } from './validate.js';
-import { requireAppRole } from '../auth/bearer.js';
+import { requireAppRole, requireRoleEither } from '../auth/bearer.js';
 import type { AppRole } from '../store/schema.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
-export type AuthMode = 'none' | 'session' | 'bearer';
+/** `either`: a Bearer token when an Authorization header is present, else the session. */
+export type AuthMode = 'none' | 'session' | 'bearer' | 'either';
 
 type Infer<S> = S extends z.ZodType ? z.output<S> : undefined;
 
@@ -33,6 +34,8 @@ export interface RouteDef<B extends z.ZodType | undefined = undefined, Q extends
   /** for bearer routes: the least grant role (default scope_user_user) */
   appRole?: AppRole;
   body?: B;
+  /** the handler reads and validates the body itself (streaming proxies); `body` then only documents it */
+  rawBody?: boolean;
   query?: Q;
   params?: P;
   responses: Record<number, ResponseDoc>;
@@ -65,11 +68,12 @@ export function mountRoutes(
     if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
     const stack: Middleware<AppState>[] = [...(route.before ?? []), ...(auth ? [auth] : [])];
     if (route.auth === 'bearer') stack.push(requireAppRole(route.appRole ?? 'scope_user_user'));
+    if (route.auth === 'either') stack.push(requireRoleEither(route.appRole ?? 'scope_user_user'));
     const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
       const input = {
         params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,
         query: route.query ? parseOrThrow(route.query, ctx.query, 'query') : undefined,
-        body: route.body ? parseOrThrow(route.body, (ctx.request as { body?: unknown }).body, 'body') : undefined,
+        body: route.body && !route.rawBody ? parseOrThrow(route.body, (ctx.request as { body?: unknown }).body, 'body') : undefined,
       };
       const result = await route.handler(ctx as AppContext, input as never);
       if (result !== undefined) ctx.body = result;

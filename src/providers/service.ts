@@ -1,0 +1,143 @@
+import type { z } from 'zod';
+import { conflict, forbidden, notFound } from '../errors.js';
+import type { Clock } from '../http/context.js';
+import type { Logger } from '../log.js';
+import { atLeast } from '../auth/roles.js';
+import { callUpstream, readBody, upstreamUrl } from '../proxy/upstream.js';
+import type { SecretBox } from '../store/crypto.js';
+import type { Db, UserRecord } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import type { createProviderBody, provider } from './schemas.js';
+
+const KEY_KIND = 'provider_api_key';
+export const DEFAULT_TIMEOUT_MS = 120_000;
+
+export interface ProviderRecord {
+  name: string;
+  base_url: string;
+  /** sealed with kind provider_api_key, id = name */
+  api_key: string | null;
+  models: string[];
+  discovered_models: string[];
+  discovered_at: string | null;
+  discovery_error: string | null;
+  timeout_ms: number;
+  created_at: string;
+}
+
+export const providersOf = (db: Db): ProviderRecord[] => ((db.providers ??= []) as ProviderRecord[]);
+
+export const toPublicProvider = (p: ProviderRecord): z.infer<typeof provider> => ({
+  name: p.name,
+  base_url: p.base_url,
+  has_api_key: p.api_key !== null,
+  models: p.models,
+  discovered_models: p.discovered_models,
+  discovered_at: p.discovered_at,
+  discovery_error: p.discovery_error,
+  timeout_ms: p.timeout_ms,
+  created_at: p.created_at,
+});
+
+/** Upstream model servers. Their keys are sealed at rest and opened only to call them. */
+export class ProvidersService {
+  private readonly openedKeys = new Map<string, { sealed: string; key: string }>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly box: SecretBox,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+  ) {}
+
+  requireManager(actor: UserRecord): void {
+    if (!atLeast(actor.role, 'power_user')) throw forbidden('Providers are managed by power users and above.');
+  }
+
+  list(): ProviderRecord[] {
+    return this.store.read((db) => providersOf(db));
+  }
+
+  find(name: string): ProviderRecord | undefined {
+    return this.list().find((p) => p.name === name);
+  }
+
+  get(name: string): ProviderRecord {
+    const found = this.find(name);
+    if (!found) throw notFound(`No provider named ${name}.`);
+    return found;
+  }
+
+  /** The provider's key in the clear, for one upstream call (memoised per sealed value). */
+  apiKey(p: ProviderRecord): string | null {
+    if (!p.api_key) return null;
+    const cached = this.openedKeys.get(p.name);
+    if (cached?.sealed === p.api_key) return cached.key;
+    const key = this.box.open(KEY_KIND, p.name, p.api_key);
+    this.openedKeys.set(p.name, { sealed: p.api_key, key });
+    return key;
+  }
+
+  upstreamHeaders(p: ProviderRecord): Record<string, string> {
+    const key = this.apiKey(p);
+    return key ? { Authorization: `Bearer ${key}` } : {};
+  }
+
+  async create(actor: UserRecord, input: z.output<typeof createProviderBody>): Promise<ProviderRecord> {
+    this.requireManager(actor);
+    const record: ProviderRecord = {
+      name: input.name,
+      base_url: input.base_url.replace(/\/+$/, ''),
+      api_key: input.api_key ? this.box.seal(KEY_KIND, input.name, input.api_key) : null,
+      models: [...new Set(input.models ?? [])],
+      discovered_models: [],
+      discovered_at: null,
+      discovery_error: null,
+      timeout_ms: input.timeout_ms ?? DEFAULT_TIMEOUT_MS,
+      created_at: new Date(this.clock()).toISOString(),
+    };
+    await this.store.update((db) => {
+      if (providersOf(db).some((p) => p.name === input.name)) throw conflict('provider_exists', `A provider named ${input.name} exists already.`);
+      providersOf(db).push(record);
+    });
+    return (await this.refresh(actor, input.name).catch(() => undefined)) ?? record;
+  }
+
+  /** Asks the provider's GET /models; a failure is recorded, not thrown, so an offline server can be added. */
+  async refresh(actor: UserRecord, name: string): Promise<ProviderRecord> {
+    this.requireManager(actor);
+    const p = this.get(name);
+    let discovered: string[] | null = null;
+    let error: string | null = null;
+    try {
+      const res = await callUpstream({ url: upstreamUrl(p.base_url, '/models'), method: 'GET', headers: { Accept: 'application/json', ...this.upstreamHeaders(p) }, timeoutMs: Math.min(p.timeout_ms, 15_000) });
+      const body = await readBody(res, 8 * 1024 * 1024);
+      if (res.statusCode !== 200) throw new Error(`GET /models answered ${res.statusCode}`);
+      const parsed = JSON.parse(body.toString('utf8')) as { data?: { id?: unknown }[] };
+      discovered = (parsed.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string' && id.length > 0 && id.length <= 200);
+    } catch (err) {
+      error = err instanceof Error && /answered/.test(err.message) ? err.message : 'the provider could not be reached or did not answer a model list';
+      this.logger.warn({ provider: name }, 'model discovery failed');
+    }
+    return this.store.update((db) => {
+      const rec = providersOf(db).find((x) => x.name === name);
+      if (!rec) throw notFound(`No provider named ${name}.`);
+      if (discovered) {
+        rec.discovered_models = [...new Set(discovered)];
+        rec.discovered_at = new Date(this.clock()).toISOString();
+      }
+      rec.discovery_error = error;
+      return rec;
+    });
+  }
+
+  async remove(actor: UserRecord, name: string): Promise<void> {
+    this.requireManager(actor);
+    this.get(name);
+    await this.store.update((db) => {
+      db.providers = providersOf(db).filter((p) => p.name !== name);
+      db.model_aliases = ((db.model_aliases ?? []) as { provider: string }[]).filter((a) => a.provider !== name);
+    });
+    this.openedKeys.delete(name);
+  }
+}

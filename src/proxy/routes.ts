@@ -1,0 +1,176 @@
+import type { IncomingMessage } from 'node:http';
+import { z } from 'zod';
+import { AppError } from '../errors.js';
+import type { AppContext, AppDeps } from '../http/context.js';
+import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import { parseOrThrow } from '../http/validate.js';
+import type { ModelCatalog, ResolvedModel } from '../models/catalog.js';
+import type { ProvidersService } from '../providers/service.js';
+import { readJson } from './body.js';
+import { callUpstream, readBody, upstreamUnavailable, upstreamUrl } from './upstream.js';
+
+export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
+
+const message = z.looseObject({ role: z.string().min(1).max(64) });
+export const chatCompletionBody = z
+  .looseObject({
+    model: z.string().min(1).max(200),
+    messages: z.array(message).min(1).max(10_000),
+    stream: z.boolean().optional(),
+  })
+  .meta({ id: 'ChatCompletionRequest', description: 'OpenAI chat completion request; fields svc does not know are passed through untouched' });
+export const embeddingsBody = z
+  .looseObject({
+    model: z.string().min(1).max(200),
+    input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
+  })
+  .meta({ id: 'EmbeddingsRequest', description: 'OpenAI embeddings request; other fields pass through' });
+const modelList = z.object({
+  object: z.literal('list'),
+  data: z.array(z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() })),
+});
+const passthrough = z.looseObject({}).describe('The upstream OpenAI-format response, passed through');
+
+const modelNotFound = (model: string) =>
+  new AppError(404, 'not_found_error', 'model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
+
+/**
+ * The OpenAI-compatible endpoints (CONTRACT §8). Bodies are read raw and parsed once; responses
+ * are piped from the upstream without parsing, so a stream reaches the app chunk by chunk.
+ */
+export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog: ModelCatalog): AnyRouteDef[] {
+  const scrub = (text: string, key: string | null) => (key ? text.split(key).join('[redacted]') : text);
+
+  /** Relays an upstream error: 4xx keep their status and OpenAI-shaped message, 5xx become 502. */
+  async function relayError(ctx: AppContext, upstream: IncomingMessage, resolved: ResolvedModel): Promise<void> {
+    const status = upstream.statusCode ?? 502;
+    const text = scrub((await readBody(upstream, 1024 * 1024).catch(() => Buffer.alloc(0))).toString('utf8'), providers.apiKey(resolved.provider));
+    if (status >= 500 || status < 400) throw upstreamUnavailable(`The upstream model server answered ${status}.`);
+    let upstreamMessage = text.slice(0, 2000);
+    try {
+      const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+      const m = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
+      if (typeof m === 'string') upstreamMessage = m.slice(0, 2000);
+    } catch {
+      /* not JSON: keep the text */
+    }
+    throw new AppError(status, status === 404 ? 'not_found_error' : 'invalid_request_error', 'upstream_rejected', upstreamMessage || `The upstream model server answered ${status}.`);
+  }
+
+  async function forward(ctx: AppContext, path: '/chat/completions' | '/embeddings', body: Record<string, unknown>, stream: boolean): Promise<void> {
+    const resolved = catalog.resolve(String(body.model));
+    if (!resolved) throw modelNotFound(String(body.model));
+    const outgoing = resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel };
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!ctx.res.writableFinished) abort.abort();
+    };
+    ctx.res.once('close', onClose);
+    const upstream = await callUpstream({
+      url: upstreamUrl(resolved.provider.base_url, path),
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json',
+        Accept: stream ? 'text/event-stream' : 'application/json',
+        ...providers.upstreamHeaders(resolved.provider),
+      },
+      body: JSON.stringify(outgoing),
+      timeoutMs: resolved.provider.timeout_ms,
+      signal: abort.signal,
+    });
+    if ((upstream.statusCode ?? 500) >= 300) return relayError(ctx, upstream, resolved);
+
+    const res = ctx.res;
+    ctx.respond = false;
+    const contentType = upstream.headers['content-type'] ?? (stream ? 'text/event-stream' : 'application/json');
+    const headers: Record<string, string> = {
+      'Content-Type': contentType,
+      'Cache-Control': 'no-store',
+      'X-Content-Type-Options': 'nosniff',
+    };
+    if (ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
+    const length = upstream.headers['content-length'];
+    if (length && !stream) headers['Content-Length'] = length;
+    if (stream) headers['X-Accel-Buffering'] = 'no';
+    res.writeHead(upstream.statusCode ?? 200, headers);
+    res.flushHeaders();
+    await new Promise<void>((resolve) => {
+      upstream.on('data', (chunk: Buffer) => {
+        if (!res.write(chunk)) {
+          upstream.pause();
+          res.once('drain', () => upstream.resume());
+        }
+      });
+      upstream.once('end', () => {
+        res.end();
+        resolve();
+      });
+      upstream.once('close', () => {
+        if (upstream.complete) return;
+        // The upstream broke off: say so in the stream's own format, then end it.
+        if (!res.writableEnded && !abort.signal.aborted) {
+          deps.logger.warn({ requestId: ctx.state.requestId, provider: resolved.provider.name }, 'upstream stream broke off');
+          if (stream) res.write(`data: ${JSON.stringify({ error: { message: 'The upstream model server broke off the stream.', type: 'upstream_error', code: 'upstream_unavailable' } })}\n\n`);
+          res.end();
+        }
+        resolve();
+      });
+      upstream.on('error', () => undefined);
+      res.once('close', () => {
+        if (!upstream.complete) upstream.destroy();
+        resolve();
+      });
+    });
+  }
+
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/v1/models',
+      operationId: 'listModels',
+      summary: 'Models available to apps (aliases and provider models)',
+      tags: ['openai'],
+      auth: 'bearer',
+      responses: { 200: { description: 'OpenAI model list', schema: modelList } },
+      errors: [401, 403],
+      handler: () => ({
+        object: 'list' as const,
+        data: catalog.listPublic().map((m) => ({ id: m.id, object: 'model' as const, created: m.created, owned_by: m.owned_by })),
+      }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/chat/completions',
+      operationId: 'createChatCompletion',
+      summary: 'Chat completion, streamed (SSE) or not, passed through to the provider',
+      tags: ['openai'],
+      auth: 'bearer',
+      rawBody: true,
+      body: chatCompletionBody,
+      responses: {
+        200: { description: 'OpenAI chat completion, or text/event-stream chunks when stream is true', schema: passthrough },
+      },
+      errors: [400, 401, 403, 404, 413],
+      async handler(ctx) {
+        const body = parseOrThrow(chatCompletionBody, await readJson(ctx.req, PROXY_BODY_LIMIT), 'body');
+        await forward(ctx, '/chat/completions', body, body.stream === true);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/embeddings',
+      operationId: 'createEmbeddings',
+      summary: 'Text embeddings, passed through to the provider',
+      tags: ['openai'],
+      auth: 'bearer',
+      rawBody: true,
+      body: embeddingsBody,
+      responses: { 200: { description: 'OpenAI embeddings response', schema: passthrough } },
+      errors: [400, 401, 403, 404, 413],
+      async handler(ctx) {
+        const body = parseOrThrow(embeddingsBody, await readJson(ctx.req, PROXY_BODY_LIMIT), 'body');
+        await forward(ctx, '/embeddings', body, false);
+      },
+    }),
+  ];
+}
