@@ -16,7 +16,8 @@ import { z } from 'zod';
 import { allowedHosts, allowedOrigins, hostCheck, sameOriginOnly, securityHeaders } from './http/security.js';
 import { McpInstancesService } from './mcp/instances.js';
 import { ModelCatalog } from './models/catalog.js';
-import { modelAliasRoutes } from './models/routes.js';
+import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
+import { ModelDownloads } from './models/downloads.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProvidersService } from './providers/service.js';
 import { proxyRoutes } from './proxy/routes.js';
@@ -47,6 +48,8 @@ export interface App {
   instances: McpInstancesService;
   routes: AnyRouteDef[];
   openApi: () => Record<string, unknown>;
+  /** stops background work (downloads); they resume at the next start */
+  close(): Promise<void>;
 }
 
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
@@ -63,6 +66,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo);
   const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.store, deps.clock);
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger);
 
   const metadataUrl = () => `${deps.baseUrl()}${PROTECTED_RESOURCE_PATH}`;
   const { config } = deps;
@@ -115,6 +119,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...appMcpRoutes(instances),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),
+    ...modelDownloadRoutes(downloads),
     ...proxyRoutes(deps, providers, catalog),
   ];
   let openApiDoc: Record<string, unknown> | null = null;
@@ -167,5 +172,6 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   koa.use(router.routes());
   koa.use(router.allowedMethods());
 
-  return { koa, users, requests, instances, clients, verifier, issuer, routes, openApi };
+  downloads.resumeAll();
+  return { koa, users, requests, instances, clients, verifier, issuer, routes, openApi, close: () => downloads.stop() };
 }

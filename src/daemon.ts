@@ -164,6 +164,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
     const app = await createApp(deps, { sessionKeys, port });
     handler = app.koa.callback();
+    cleanups.push(() => app.close());
 
     let initialAdminPassword: string | undefined;
     if (store.data.users.length === 0) {

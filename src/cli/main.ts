@@ -3,6 +3,8 @@ import { AppError } from '../errors.js';
 import { VERSION } from '../version.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';
+import { registerModels } from './commands/models.js';
+import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
 import { registerServe } from './commands/serve.js';
 import { registerSession } from './commands/session.js';
@@ -35,6 +37,8 @@ export function buildProgram(o: Output): Command {
   registerMcp(program, o);
   registerUsers(program, o);
   registerClients(program, o);
+  registerProviders(program, o);
+  registerModels(program, o);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });

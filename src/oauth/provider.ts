@@ -160,7 +160,8 @@ export async function createAuthorizationServer(
     ['subject_token', 'subject_token_type', 'requested_token_type', 'scope', 'resource', 'audience', 'actor_token', 'actor_token_type'],
   );
 
-  const mounted = mount(OAUTH_PREFIX, provider.app) as unknown as Middleware<AppState>;
+  // oidc-provider 9's Provider is the Koa app itself (its `.app` getter only warns that it is deprecated).
+  const mounted = mount(OAUTH_PREFIX, provider as never) as unknown as Middleware<AppState>;
   const interactionPath = `${OAUTH_PREFIX}/interaction/`;
 
   return {

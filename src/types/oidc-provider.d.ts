@@ -4,7 +4,10 @@ declare module 'oidc-provider' {
   type Loose = any;
   export class Provider {
     constructor(issuer: string, configuration: Record<string, Loose>);
+    /** deprecated in oidc-provider 9: the Provider is itself the Koa app */
     app: Loose;
+    middleware: Loose[];
+    callback(): (req: Loose, res: Loose) => void;
     Grant: Loose;
     AccessToken: Loose;
     ResourceServer: Loose;

@@ -1,0 +1,86 @@
+import type { Command } from 'commander';
+import { DaemonClient, usage } from '../client.js';
+import { type Output, printJson, printRows } from '../output.js';
+import { secretFromStdin } from '../prompt.js';
+
+interface Provider {
+  name: string;
+  base_url: string;
+  has_api_key: boolean;
+  models: string[];
+  discovered_models: string[];
+  discovery_error: string | null;
+}
+
+export function registerProviders(program: Command, o: Output): void {
+  const providers = program
+    .command('providers')
+    .description('Upstream OpenAI-compatible model servers (power user and above)')
+    .addHelpText(
+      'before',
+      `Examples:
+  $ svc providers add ollama --base-url http://127.0.0.1:11434/v1
+  $ printf %s "$OPENAI_API_KEY" | svc providers add openai --base-url https://api.openai.com/v1 --api-key-stdin --models gpt-4o-mini
+  $ svc providers list
+  $ svc providers refresh ollama
+`,
+    );
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+
+  providers
+    .command('add <name>')
+    .description("Add a provider; its models are discovered from its GET /models")
+    .requiredOption('--base-url <url>', 'OpenAI-compatible base URL (ending in /v1 for most servers)')
+    .option('--api-key-stdin', 'read the API key from standard input (stored encrypted, never shown)')
+    .option('--models <a,b>', 'models to offer even if the provider does not list them')
+    .option('--timeout-ms <ms>', 'upstream inactivity timeout (default 120000)')
+    .option('--json', 'machine-readable output')
+    .action(async (name: string, opts: { baseUrl: string; apiKeyStdin?: boolean; models?: string; timeoutMs?: string; json?: boolean }, cmd: Command) => {
+      const apiKey = opts.apiKeyStdin ? await secretFromStdin() : undefined;
+      if (opts.apiKeyStdin && !apiKey) throw usage('--api-key-stdin read an empty key.');
+      const timeout = opts.timeoutMs === undefined ? undefined : Number(opts.timeoutMs);
+      if (timeout !== undefined && !Number.isInteger(timeout)) throw usage('--timeout-ms takes a whole number.');
+      const { body } = await (await connect(cmd)).request<{ provider: Provider }>('POST', '/svc/v1/providers', {
+        name,
+        base_url: opts.baseUrl,
+        ...(apiKey ? { api_key: apiKey } : {}),
+        ...(opts.models ? { models: opts.models.split(',').map((m) => m.trim()).filter(Boolean) } : {}),
+        ...(timeout !== undefined ? { timeout_ms: timeout } : {}),
+      });
+      if (opts.json) return printJson(o, body.provider);
+      const p = body.provider;
+      o.err(`Added ${p.name}: ${p.discovered_models.length} models discovered${p.discovery_error ? ` (discovery failed: ${p.discovery_error})` : ''}.\n`);
+    });
+
+  providers
+    .command('list')
+    .description('List providers (keys are never shown)')
+    .option('--json', 'machine-readable output')
+    .action(async (opts: { json?: boolean }, cmd: Command) => {
+      const { body } = await (await connect(cmd)).request<{ data: Provider[] }>('GET', '/svc/v1/providers');
+      if (opts.json) return printJson(o, body.data);
+      printRows(o, body.data, [
+        { header: 'name', value: (p) => p.name },
+        { header: 'base url', value: (p) => p.base_url },
+        { header: 'key', value: (p) => (p.has_api_key ? 'yes' : 'no') },
+        { header: 'models', value: (p) => [...new Set([...p.models, ...p.discovered_models])].join(',') },
+        { header: 'discovery', value: (p) => p.discovery_error ?? 'ok' },
+      ]);
+    });
+
+  providers
+    .command('refresh <name>')
+    .description("Ask the provider for its models again")
+    .action(async (name: string, _opts, cmd: Command) => {
+      const { body } = await (await connect(cmd)).request<{ provider: Provider }>('POST', `/svc/v1/providers/${encodeURIComponent(name)}/refresh`);
+      o.err(`${name}: ${body.provider.discovered_models.length} models${body.provider.discovery_error ? ` (discovery failed: ${body.provider.discovery_error})` : ''}.\n`);
+    });
+
+  providers
+    .command('remove <name>')
+    .description('Remove a provider and its aliases')
+    .action(async (name: string, _opts, cmd: Command) => {
+      await (await connect(cmd)).request('DELETE', `/svc/v1/providers/${encodeURIComponent(name)}`);
+      o.err(`Removed ${name}.\n`);
+    });
+}
