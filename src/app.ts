@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import Router from '@koa/router';
 import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
@@ -74,7 +73,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   let verifier: BearerVerifier;
   if (config.issuer) {
     verifier = new BearerVerifier(
-      { issuer: config.issuer, audience: config.audience ?? deps.baseUrl(), allowJwtTyp: config.allowJwtTyp, keys: remoteKeysFromDiscovery(config.issuer) },
+      { issuer: config.issuer, audience: config.audience ?? deps.baseUrl(), allowJwtTyp: config.allowJwtTyp, keys: remoteKeysFromDiscovery(config.issuer, (message) => deps.logger.warn({ issuer: config.issuer }, `cannot get the issuer's signing keys: ${message}`)) },
       deps.store,
       deps.clock,
       metadataUrl,
@@ -138,8 +137,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   mountLoginUi(router, deps, login, sameOrigin);
   mountHomeUi(router, deps, requests);
 
+  // A cheap, unique-per-process request id (no randomness on the hot path).
+  const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
+  let requestCount = 0;
   koa.use(async function tagRequest(ctx, next) {
-    ctx.state.requestId = randomUUID();
+    ctx.state.requestId = idPrefix + (++requestCount).toString(36);
     const started = performance.now();
     try {
       await next();
@@ -164,11 +166,16 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
     onError: bodyReadError,
   }) as unknown as Middleware<AppState>;
-  // The proxies read their own bodies: raw, size-limited, streamed.
+  // The proxies read their own bodies (raw, size-limited, streamed) and take Bearer tokens only,
+  // so they skip the body parser and the session machinery.
+  const bearerOnly = (path: string) => path.startsWith('/v1/');
   koa.use(function parseBodyUnlessProxied(ctx, next) {
-    return ctx.path.startsWith('/v1/') ? next() : parseBody(ctx, next);
+    return bearerOnly(ctx.path) ? next() : parseBody(ctx, next);
   });
-  koa.use(sessionMiddleware(koa, deps, opts.sessionKeys));
+  const sessions = sessionMiddleware(koa, deps, opts.sessionKeys);
+  koa.use(function sessionUnlessBearerOnly(ctx, next) {
+    return bearerOnly(ctx.path) ? next() : sessions(ctx, next);
+  });
   koa.use(router.routes());
   koa.use(router.allowedMethods());
 

@@ -33,7 +33,7 @@ export interface VerifierOptions {
  * (the issuer may start after svc) and again after a failure; jose refetches the JWKS on an
  * unknown kid, at most every 30 s.
  */
-export function remoteKeysFromDiscovery(issuer: string): JWTVerifyGetKey {
+export function remoteKeysFromDiscovery(issuer: string, onIssuerError?: (message: string) => void): JWTVerifyGetKey {
   let keys: Promise<JWTVerifyGetKey> | null = null;
   const discover = async (): Promise<JWTVerifyGetKey> => {
     const res = await fetch(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(10_000) });
@@ -48,7 +48,14 @@ export function remoteKeysFromDiscovery(issuer: string): JWTVerifyGetKey {
       keys = null;
       throw err;
     });
-    return (await keys)(header, token);
+    try {
+      return await (await keys)(header, token);
+    } catch (err) {
+      // The app only ever sees invalid_token; an unreachable or misconfigured issuer is the
+      // operator's to know. An unknown kid is the token's problem, not the issuer's.
+      if (!(err instanceof joseErrors.JWKSNoMatchingKey)) onIssuerError?.(err instanceof Error ? err.message : String(err));
+      throw err;
+    }
   };
 }
 

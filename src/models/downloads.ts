@@ -185,7 +185,7 @@ export class ModelDownloads {
     });
     const status = res.statusCode ?? 0;
     if (status !== 200 && status !== 206) {
-      res.resume();
+      res.body.resume();
       throw new AppError(502, 'upstream_error', 'upstream_unavailable', `The server answered ${status}.`);
     }
     const resumed = status === 206 && have > 0;
@@ -200,7 +200,7 @@ export class ModelDownloads {
     let done = start;
     let lastSaved = this.clock();
     try {
-      for await (const chunk of res) {
+      for await (const chunk of res.body) {
         const buf = chunk as Buffer;
         hash.update(buf);
         await handle.write(buf);
@@ -215,7 +215,7 @@ export class ModelDownloads {
     } finally {
       await handle.close();
     }
-    if (!res.complete || (total !== null && done !== total)) throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The download broke off; it resumes when retried.');
+    if (total !== null && done !== total) throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The download broke off; it resumes when retried.');
 
     await this.patch(id, { status: 'verifying', bytes_done: done, bytes_total: done });
     const digest = hash.digest('hex');

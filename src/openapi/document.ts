@@ -78,7 +78,8 @@ export function buildOpenApi(routes: AnyRouteDef[], info: { version: string; ser
       summary: route.summary,
       ...(route.description ? { description: route.description } : {}),
       tags: route.tags,
-      security: route.auth === 'session' ? [{ session: [] }] : route.auth === 'bearer' ? [{ bearer: [] }] : [],
+      security:
+        route.auth === 'session' ? [{ session: [] }] : route.auth === 'bearer' ? [{ bearer: [] }] : route.auth === 'either' ? [{ session: [] }, { bearer: [] }] : [],
       ...(parameters.length ? { parameters } : {}),
       ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: convert(route.body, 'input') } } } } : {}),
       responses,

@@ -111,7 +111,7 @@ export class ProvidersService {
     let error: string | null = null;
     try {
       const res = await callUpstream({ url: upstreamUrl(p.base_url, '/models'), method: 'GET', headers: { Accept: 'application/json', ...this.upstreamHeaders(p) }, timeoutMs: Math.min(p.timeout_ms, 15_000) });
-      const body = await readBody(res, 8 * 1024 * 1024);
+      const body = await readBody(res.body, 8 * 1024 * 1024);
       if (res.statusCode !== 200) throw new Error(`GET /models answered ${res.statusCode}`);
       const parsed = JSON.parse(body.toString('utf8')) as { data?: { id?: unknown }[] };
       discovered = (parsed.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string' && id.length > 0 && id.length <= 200);

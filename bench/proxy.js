@@ -1,0 +1,93 @@
+// svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
+import { fmt, peakRssMiB, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+
+const TARGETS = { p50AddedMs: 0.5, p99AddedMs: 2, throughputRatio: 0.6, ttfcAddedMs: 1, rssMiB: 150 };
+const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
+const streamBody = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], stream: true });
+
+async function throughput(url, headers, inFlight, ms) {
+  let ok = 0;
+  let errors = 0;
+  const until = performance.now() + ms;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < until) {
+        const r = await request(url, { method: 'POST', headers, body }).catch(() => ({ status: 0 }));
+        if (r.status === 200) ok++;
+        else errors++;
+      }
+    }),
+  );
+  return { rps: ok / (ms / 1000), errors };
+}
+
+export const name = 'proxy';
+export const description = 'the OpenAI proxy against the same upstream called directly, in one run (interleaved)';
+
+export default async function runProxyBench(report, { quick = process.env.BENCH_QUICK === '1' } = {}) {
+  const upstream = await startProcess(['bench/lib/upstream-server.js'], { env: { CHUNKS: '8', CHUNK_MS: '2' } });
+  const upstreamBase = `http://127.0.0.1:${upstream.match[1]}/v1`;
+  const svc = await startSvcWithToken({ upstreamUrl: upstreamBase });
+  const direct = { url: `${upstreamBase}/chat/completions`, headers: { 'Content-Type': 'application/json' } };
+  const proxied = { url: `${svc.base}/v1/chat/completions`, headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${svc.token}` } };
+  const rounds = quick ? 500 : 3000;
+  const results = [];
+  try {
+    // warm both paths (JIT, keep-alive sockets, caches)
+    for (let i = 0; i < 300; i++) {
+      await request(direct.url, { method: 'POST', headers: direct.headers, body });
+      await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+    }
+    // latency, interleaved so both paths see the same machine state
+    const d = [];
+    const s = [];
+    let latencyErrors = 0;
+    for (let i = 0; i < rounds; i++) {
+      const a = await request(direct.url, { method: 'POST', headers: direct.headers, body });
+      const b = await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+      if (a.status !== 200 || b.status !== 200) latencyErrors++;
+      d.push(a.total);
+      s.push(b.total);
+    }
+    d.sort((x, y) => x - y);
+    s.sort((x, y) => x - y);
+    const p50 = { direct: percentile(d, 50), svc: percentile(s, 50) };
+    const p99 = { direct: percentile(d, 99), svc: percentile(s, 99) };
+
+    // time to first streamed chunk, interleaved
+    const td = [];
+    const ts = [];
+    for (let i = 0; i < (quick ? 100 : 400); i++) {
+      td.push((await request(direct.url, { method: 'POST', headers: direct.headers, body: streamBody })).firstByte);
+      ts.push((await request(proxied.url, { method: 'POST', headers: proxied.headers, body: streamBody })).firstByte);
+    }
+    td.sort((x, y) => x - y);
+    ts.sort((x, y) => x - y);
+    const ttfc = { direct: percentile(td, 50), svc: percentile(ts, 50) };
+
+    // throughput at 16 in flight, alternating slices so neither path gets the quieter machine
+    const slice = quick ? 1000 : 2500;
+    const tDirect = [];
+    const tSvc = [];
+    for (let i = 0; i < 2; i++) {
+      tDirect.push(await throughput(direct.url, direct.headers, 16, slice));
+      tSvc.push(await throughput(proxied.url, proxied.headers, 16, slice));
+    }
+    const rpsDirect = tDirect.reduce((a, x) => a + x.rps, 0) / tDirect.length;
+    const rpsSvc = tSvc.reduce((a, x) => a + x.rps, 0) / tSvc.length;
+    const errors = tSvc.reduce((a, x) => a + x.errors, 0) + tDirect.reduce((a, x) => a + x.errors, 0) + latencyErrors;
+    const rss = peakRssMiB(svc.pid);
+
+    const row = (label, value, target, pass) => results.push({ label, value, target, pass });
+    row('chat p50 added latency (ms)', `${fmt(p50.svc - p50.direct)}  (direct ${fmt(p50.direct)}, svc ${fmt(p50.svc)}, ratio ${fmt(p50.svc / p50.direct, 2)}x)`, `<= ${TARGETS.p50AddedMs}`, p50.svc - p50.direct <= TARGETS.p50AddedMs);
+    row('chat p99 added latency (ms)', `${fmt(p99.svc - p99.direct)}  (direct ${fmt(p99.direct)}, svc ${fmt(p99.svc)}, ratio ${fmt(p99.svc / p99.direct, 2)}x)`, `<= ${TARGETS.p99AddedMs}`, p99.svc - p99.direct <= TARGETS.p99AddedMs);
+    row('throughput at 16 in flight (req/s)', `svc ${fmt(rpsSvc, 0)} vs direct ${fmt(rpsDirect, 0)}: ratio ${fmt(rpsSvc / rpsDirect, 2)}, difference ${fmt(rpsSvc - rpsDirect, 0)}, errors ${errors}`, `>= ${TARGETS.throughputRatio} and 0 errors`, rpsSvc / rpsDirect >= TARGETS.throughputRatio && errors === 0);
+    row('first streamed chunk p50, added (ms)', `${fmt(ttfc.svc - ttfc.direct)}  (direct ${fmt(ttfc.direct)}, svc ${fmt(ttfc.svc)}, ratio ${fmt(ttfc.svc / ttfc.direct, 2)}x)`, `<= ${TARGETS.ttfcAddedMs}`, ttfc.svc - ttfc.direct <= TARGETS.ttfcAddedMs);
+    row('daemon peak RSS (MiB)', fmt(rss, 1), `<= ${TARGETS.rssMiB}`, rss <= TARGETS.rssMiB);
+  } finally {
+    await svc.close();
+    await stop(upstream.child);
+  }
+  report?.line(`  ${rounds} interleaved latency rounds; each path measured with the same keep-alive client`);
+  return results;
+}
