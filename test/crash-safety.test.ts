@@ -1,0 +1,332 @@
+/**
+ * Crash safety of the real daemon, run as `svc serve` in a child process:
+ * - every write acknowledged (2xx) before a SIGKILL is there after a restart, and the lock the
+ *   dead daemon left behind is taken over;
+ * - a second `svc serve` on a data dir in use fails clearly with exit code 1;
+ * - a db.json that does not parse stops `svc serve` with a message naming it, and neither the
+ *   file nor its last good copy (db.json.bak) is touched.
+ *
+ * Needs the build (bin/svc.js runs dist/): `npm test` builds first.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const BIN = path.join(REPO, 'bin', 'svc.js');
+
+/** The caller's environment without anything that points svc elsewhere; the master key in a file. */
+function childEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || k.startsWith('SVC_') || k === 'NODE_OPTIONS') continue;
+    env[k] = v;
+  }
+  env.SVC_KEYCHAIN = 'file';
+  return env;
+}
+
+interface Serve {
+  child: ChildProcess;
+  pid: number;
+  url: string;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+const children = new Set<ChildProcess>();
+
+function spawnSvc(args: string[]) {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: REPO, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  return { child, exited, stdout: () => out, stderr: () => err };
+}
+
+/** `svc serve --port 0` on `dataDir`; resolves once it prints where it listens. */
+async function serve(dataDir: string): Promise<Serve> {
+  const s = spawnSvc(['serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--rate-limit-client', '0', '--rate-limit-address', '0']);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`svc serve did not start\nstdout: ${s.stdout()}\nstderr: ${s.stderr()}`)), 30_000);
+    const check = () => {
+      const m = /svc listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(s.stdout());
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    s.child.stdout!.on('data', check);
+    void s.exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`svc serve exited (${code ?? signal}) before listening\nstdout: ${s.stdout()}\nstderr: ${s.stderr()}`));
+    });
+  });
+  return { ...s, pid: s.child.pid!, url };
+}
+
+/** `svc serve` expected to refuse: its exit code and output, once it exits. */
+async function serveExpectingFailure(dataDir: string) {
+  const s = spawnSvc(['serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir]);
+  const timer = setTimeout(() => s.child.kill('SIGKILL'), 30_000);
+  const { code, signal } = await s.exited;
+  clearTimeout(timer);
+  return { code, signal, stdout: s.stdout(), stderr: s.stderr() };
+}
+
+async function stopGracefully(s: Serve) {
+  s.child.kill('SIGTERM');
+  return s.exited;
+}
+
+async function login(url: string, password: string): Promise<string> {
+  const res = await fetch(`${url}/svc/v1/auth/login`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ username: 'admin', password }),
+  });
+  expect(res.status).toBe(200);
+  return res.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0])
+    .join('; ');
+}
+
+const createBody = (clientId: string) => ({
+  app_client_id: clientId,
+  flow_type: 'popup',
+  requested_role: 'scope_user_power_user',
+  requested: { version: '1', mcp_servers: [{ url: 'http://127.0.0.1:9/mcp' }] },
+});
+
+let root: string;
+
+beforeAll(async () => {
+  expect(existsSync(path.join(REPO, 'dist', 'cli', 'main.js')), 'run `npm run build` first: bin/svc.js runs dist/').toBe(true);
+  root = await mkdtemp(path.join(os.tmpdir(), 'svc-crash-'));
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('svc serve survives a SIGKILL mid-burst', () => {
+  let dataDir: string;
+  let adminPassword: string;
+  let current: Serve | undefined;
+
+  afterAll(async () => {
+    if (current && current.child.exitCode === null && current.child.signalCode === null) await stopGracefully(current);
+  });
+
+  it('keeps every acknowledged create and decision across a SIGKILL and a restart', { timeout: 90_000 }, async () => {
+    dataDir = path.join(root, 'burst');
+    const first = await serve(dataDir);
+    current = first;
+    // The first start prints the admin password once and logs the local CLI in.
+    const pw = /shown only once\):\s*\n\s*\n\s+(\S+)/.exec(first.stdout());
+    expect(pw, first.stdout()).not.toBeNull();
+    adminPassword = pw![1];
+    expect(existsSync(path.join(dataDir, 'cli-session.json'))).toBe(true);
+    expect(Number((await readFile(path.join(dataDir, 'daemon.lock'), 'utf8')).trim())).toBe(first.pid);
+
+    const cookie = await login(first.url, adminPassword);
+    const post = (p: string, body?: unknown, method = 'POST') =>
+      fetch(`${first.url}${p}`, {
+        method,
+        headers: { 'Content-Type': 'application/json', Cookie: cookie },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+
+    // Drafts to decide during the burst, acknowledged before it starts.
+    const drafts: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const res = await post('/svc/v1/apps/request-access', createBody('crash-app-pre'));
+      expect(res.status).toBe(201);
+      drafts.push(((await res.json()) as { id: string }).id);
+    }
+
+    const acked = { creates: new Map<string, string>(), approved: new Set<string>(), denied: new Set<string>() };
+    let ackCount = 0;
+    let killed = false;
+    let inFlightAtKill = 0;
+    let inFlight = 0;
+    const KILL_AFTER = 150;
+    const kill = () => {
+      if (killed) return;
+      killed = true;
+      inFlightAtKill = inFlight;
+      first.child.kill('SIGKILL');
+    };
+
+    const jobs: (() => Promise<void>)[] = [];
+    const create = (i: number) => async () => {
+      const clientId = `crash-app-${i % 7}`;
+      const res = await post('/svc/v1/apps/request-access', createBody(clientId));
+      if (res.status === 201) {
+        acked.creates.set(((await res.json()) as { id: string }).id, clientId);
+        ackCount++;
+      } else expect(res.status, await res.text()).toBeLessThan(500);
+    };
+    const decide = (id: string, approve: boolean) => async () => {
+      const res = approve ? await post(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' }, 'PUT') : await post(`/svc/v1/access-requests/${id}/deny`);
+      if (res.status === 200) {
+        (approve ? acked.approved : acked.denied).add(id);
+        ackCount++;
+      } else expect(res.status, await res.text()).toBe(409); // the other half of a race
+    };
+    for (let i = 0; i < 500; i++) {
+      jobs.push(create(i));
+      if (i % 6 === 0 && drafts.length > 0) {
+        const id = drafts.pop()!;
+        // Every fifth decided draft gets both an approval and a denial at once: one must win.
+        if (drafts.length % 5 === 0) jobs.push(decide(id, true), decide(id, false));
+        else jobs.push(decide(id, drafts.length % 2 === 0));
+      }
+    }
+
+    let next = 0;
+    const worker = async () => {
+      while (!killed && next < jobs.length) {
+        const job = jobs[next++];
+        inFlight++;
+        try {
+          await job();
+        } catch (err) {
+          // Only a request cut off by the kill may fail; it was never acknowledged.
+          if (!killed) throw err;
+        } finally {
+          inFlight--;
+        }
+        if (ackCount >= KILL_AFTER) kill();
+      }
+    };
+    await Promise.all(Array.from({ length: 12 }, worker));
+    const exit = await first.exited;
+    console.info(`crash-safety: killed with ${inFlightAtKill} in flight after ${next}/${jobs.length} jobs; acknowledged ${acked.creates.size} creates, ${acked.approved.size} approvals, ${acked.denied.size} denials`);
+    expect(exit.signal).toBe('SIGKILL');
+    expect(killed).toBe(true);
+    expect(next, 'the burst was cut short by the kill').toBeLessThan(jobs.length);
+    expect(inFlightAtKill, 'requests were in flight when the daemon died').toBeGreaterThan(0);
+    expect(acked.approved.size + acked.denied.size).toBeGreaterThan(0);
+    // The dead daemon's lock is still there, naming a pid that no longer runs.
+    expect(Number((await readFile(path.join(dataDir, 'daemon.lock'), 'utf8')).trim())).toBe(first.pid);
+
+    const second = await serve(dataDir);
+    current = second;
+    expect(second.stdout()).not.toContain('shown only once');
+    expect(Number((await readFile(path.join(dataDir, 'daemon.lock'), 'utf8')).trim())).toBe(second.pid);
+
+    // The session the daemon acknowledged before the crash is still good.
+    const me = await fetch(`${second.url}/svc/v1/auth/me`, { headers: { Cookie: cookie } });
+    expect(me.status).toBe(200);
+
+    for (const [id, clientId] of acked.creates) {
+      const res = await fetch(`${second.url}/svc/v1/apps/access-requests/${id}?app_client_id=${clientId}`);
+      expect(res.status, `acknowledged create ${id} is gone`).toBe(200);
+      expect(((await res.json()) as { status: string }).status).toBe('draft');
+    }
+    for (const [ids, status] of [
+      [acked.approved, 'approved'],
+      [acked.denied, 'denied'],
+    ] as const) {
+      for (const id of ids) {
+        const res = await fetch(`${second.url}/svc/v1/apps/access-requests/${id}?app_client_id=crash-app-pre`);
+        expect(res.status).toBe(200);
+        expect(((await res.json()) as { status: string }).status, `acknowledged ${status} of ${id}`).toBe(status);
+      }
+    }
+    // A race never has two acknowledged winners.
+    for (const id of acked.approved) expect(acked.denied.has(id)).toBe(false);
+  });
+
+  it('refuses a second svc serve on a data dir in use, with a clear message and exit code 1', { timeout: 60_000 }, async () => {
+    const running = current!;
+    const r = await serveExpectingFailure(dataDir);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toContain(`Another svc serve (pid ${running.pid}) is already using the data dir ${dataDir}`);
+    expect(r.stdout).not.toContain('svc listening');
+    // The running daemon is untouched: still its lock, still serving.
+    expect(Number((await readFile(path.join(dataDir, 'daemon.lock'), 'utf8')).trim())).toBe(running.pid);
+    expect((await fetch(`${running.url}/svc/v1/health`)).status).toBe(200);
+  });
+});
+
+describe('svc serve refuses a store that does not parse', () => {
+  let dataDir: string;
+
+  beforeAll(async () => {
+    dataDir = path.join(root, 'corrupt');
+    const s = await serve(dataDir);
+    const pw = /shown only once\):\s*\n\s*\n\s+(\S+)/.exec(s.stdout())![1];
+    const cookie = await login(s.url, pw);
+    // A few writes, so that db.json.bak (the previous version) exists.
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${s.url}/svc/v1/mcps`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Cookie: cookie },
+        body: JSON.stringify({ name: `m${i}`, url: `http://127.0.0.1:9/mcp${i}` }),
+      });
+      expect(res.status).toBe(201);
+    }
+    expect((await stopGracefully(s)).code).toBe(0);
+    expect(existsSync(path.join(dataDir, 'daemon.lock'))).toBe(false);
+  }, 60_000);
+
+  const corruptions: [string, (good: Buffer) => Buffer, RegExp][] = [
+    ['truncated', (good) => good.subarray(0, Math.floor(good.length / 2)), /not valid JSON/],
+    ['empty', () => Buffer.alloc(0), /not valid JSON/],
+    ['garbage bytes', () => Buffer.concat([Buffer.from('\u0000\u00ff garbage '), randomBytes(512)]), /not valid JSON/],
+    ['JSON of the wrong shape', () => Buffer.from('{"meta":null,"users":"nobody","sessions":[],"mcp_instances":[],"access_requests":[]}'), /unexpected content/],
+  ];
+
+  for (const [name, corrupt, reason] of corruptions) {
+    it(`${name}: exits non-zero naming db.json, and leaves db.json and db.json.bak as they were`, { timeout: 60_000 }, async () => {
+      const file = path.join(dataDir, 'db.json');
+      const bak = path.join(dataDir, 'db.json.bak');
+      const good = await readFile(file);
+      const bakBefore = await readFile(bak);
+      const bad = corrupt(good);
+      await writeFile(file, bad);
+      try {
+        const r = await serveExpectingFailure(dataDir);
+        expect(r.code, r.stderr).not.toBe(0);
+        expect(r.code).not.toBeNull();
+        expect(r.stderr).toContain(file);
+        expect(r.stderr).toMatch(reason);
+        expect(r.stderr).toContain(bak);
+        expect(r.stdout).not.toContain('svc listening');
+        expect((await readFile(file)).equals(bad), 'db.json was changed').toBe(true);
+        expect((await readFile(bak)).equals(bakBefore), 'db.json.bak was changed').toBe(true);
+        expect(existsSync(path.join(dataDir, 'daemon.lock')), 'the refused start left its lock behind').toBe(false);
+      } finally {
+        await writeFile(file, good);
+      }
+    });
+  }
+
+  it('starts again from the last good copy once it is restored by hand', { timeout: 60_000 }, async () => {
+    await copyFile(path.join(dataDir, 'db.json.bak'), path.join(dataDir, 'db.json'));
+    const s = await serve(dataDir);
+    try {
+      expect((await fetch(`${s.url}/svc/v1/health`)).status).toBe(200);
+    } finally {
+      expect((await stopGracefully(s)).code).toBe(0);
+    }
+  });
+});

@@ -1,0 +1,143 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import type { Command, Option } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { CLI_SESSION_FILE } from '../src/cli/credentials.js';
+import { EXIT } from '../src/cli/errors.js';
+import { buildProgram } from '../src/cli/main.js';
+import { MASTER_KEY_FILE } from '../src/store/master-key.js';
+import { STORE_FILE } from '../src/store/store.js';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const MAN_FILE = path.join(ROOT, 'man', 'svc.1');
+const roff = readFileSync(MAN_FILE, 'utf8');
+
+/** Roff source to plain text, enough for text checks: fonts off, `\-` to `-`, comments out. */
+function plain(text: string): string {
+  return text
+    .split('\n')
+    .filter((l) => !l.startsWith('.\\"'))
+    .join('\n')
+    .replace(/\\f(\[[^\]]*\]|\(..|.)/g, '')
+    .replace(/\\-/g, '-')
+    .replace(/\\e/g, '\\')
+    .replace(/\\&/g, '')
+    .replace(/\\\(em/g, '—');
+}
+
+const unquote = (s: string) => s.trim().replace(/^"(.*)"$/, '$1');
+
+/** The man page cut at .SH and .SS: heading (plain) and body (plain). */
+function sections(): { level: 'SH' | 'SS'; title: string; body: string }[] {
+  const out: { level: 'SH' | 'SS'; title: string; body: string[] }[] = [];
+  for (const line of roff.split('\n')) {
+    const m = line.match(/^\.(SH|SS)\s+(.*)$/);
+    if (m) out.push({ level: m[1] as 'SH' | 'SS', title: plain(unquote(m[2])), body: [] });
+    else out.at(-1)?.body.push(line);
+  }
+  return out.map((s) => ({ ...s, body: plain(s.body.join('\n')) }));
+}
+
+interface CommandInfo {
+  path: string;
+  command: Command;
+}
+
+function walk(command: Command, prefix: string[] = []): CommandInfo[] {
+  return command.commands.flatMap((sub) => {
+    const p = [...prefix, sub.name()];
+    return [{ path: p.join(' '), command: sub }, ...walk(sub, p)];
+  });
+}
+
+const program = buildProgram({ out() {}, err() {}, isTTY: false });
+const commands = walk(program);
+const hasToken = (text: string, token: string) =>
+  new RegExp(`(^|[^\\w-])${token.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w-])`, 'm').test(text);
+
+function sectionFor(commandPath: string) {
+  return sections().find((s) => s.level === 'SS' && (s.title === `svc ${commandPath}` || s.title.startsWith(`svc ${commandPath} `)));
+}
+
+describe('man/svc.1', () => {
+  it('is the page package.json installs, with the usual sections', () => {
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { man?: string[]; files?: string[] };
+    expect(pkg.man).toContain('man/svc.1');
+    expect(pkg.files).toContain('man');
+    expect(roff).toMatch(/^\.TH SVC 1 /m);
+    const titles = sections()
+      .filter((s) => s.level === 'SH')
+      .map((s) => s.title);
+    for (const t of ['NAME', 'SYNOPSIS', 'DESCRIPTION', 'GLOBAL OPTIONS', 'COMMANDS', 'ENVIRONMENT', 'FILES', 'EXIT STATUS', 'EXAMPLES']) {
+      expect(titles).toContain(t);
+    }
+  });
+
+  it('finds commands to check (the walk works)', () => {
+    const paths = commands.map((c) => c.path);
+    for (const p of ['serve', 'status', 'login', 'logout', 'requests approve', 'mcp allow-tools', 'users set-role']) expect(paths).toContain(p);
+  });
+
+  it.each(commands.map((c) => [c.path, c] as const))('documents `svc %s`, its arguments, options and choices', (_p, { path: commandPath, command }) => {
+    const section = sectionFor(commandPath);
+    expect(section, `no .SS "svc ${commandPath}" section`).toBeDefined();
+    for (const arg of command.registeredArguments) {
+      expect(hasToken(section!.title, arg.name()), `argument ${arg.name()} in the heading "${section!.title}"`).toBe(true);
+    }
+    for (const option of command.options as Option[]) {
+      if (!option.long) continue;
+      expect(hasToken(section!.body, option.long), `${option.long} of svc ${commandPath}`).toBe(true);
+      for (const choice of option.argChoices ?? []) expect(hasToken(section!.body, choice), `choice ${choice} of ${option.long}`).toBe(true);
+    }
+  });
+
+  it('documents every global option and the help and version flags', () => {
+    const global = sections().find((s) => s.title === 'GLOBAL OPTIONS');
+    expect(global).toBeDefined();
+    for (const option of program.options as Option[]) {
+      expect(hasToken(global!.body, option.long!), option.long).toBe(true);
+      if (option.short) expect(hasToken(global!.body, option.short), option.short).toBe(true);
+    }
+    expect(hasToken(global!.body, '--help')).toBe(true);
+  });
+
+  it('documents every long option somewhere, and names no command the CLI lacks', () => {
+    const text = plain(roff);
+    const longs = new Set([program, ...commands.map((c) => c.command)].flatMap((c) => (c.options as Option[]).map((o) => o.long!).filter(Boolean)));
+    for (const long of longs) expect(hasToken(text, long), long).toBe(true);
+    const known = new Set(['help', ...commands.map((c) => c.path)]);
+    for (const s of sections().filter((x) => x.level === 'SS')) {
+      const words = s.title.replace(/^svc /, '').split(/\s+/);
+      const documented = words.slice(0, 2).join(' ');
+      expect(known.has(documented) || known.has(words[0]), `"${s.title}" is not a command`).toBe(true);
+    }
+  });
+
+  it('documents every SVC_* environment variable the code reads', () => {
+    const env = sections().find((s) => s.title === 'ENVIRONMENT')!.body;
+    const seen = new Set<string>();
+    const scan = (dir: string) => {
+      for (const name of readdirSync(dir)) {
+        const file = path.join(dir, name);
+        if (statSync(file).isDirectory()) scan(file);
+        else if (/\.tsx?$/.test(name)) for (const m of readFileSync(file, 'utf8').matchAll(/\bSVC_[A-Z_]+\b/g)) seen.add(m[0]);
+      }
+    };
+    scan(path.join(ROOT, 'src'));
+    for (const v of ['SVC_HOST', 'SVC_PORT', 'SVC_HOME', 'SVC_BASE_URL', 'SVC_RATE_LIMIT_CLIENT', 'SVC_RATE_LIMIT_ADDRESS', 'SVC_KEYCHAIN', 'SVC_LOG_LEVEL']) seen.add(v);
+    for (const v of seen) expect(hasToken(env, v), v).toBe(true);
+    expect(hasToken(env, 'XDG_DATA_HOME')).toBe(true);
+  });
+
+  it('documents the files of the data dir', () => {
+    const files = sections().find((s) => s.title === 'FILES')!.body;
+    for (const f of [STORE_FILE, `${STORE_FILE}.bak`, 'daemon.json', 'daemon.lock', CLI_SESSION_FILE, MASTER_KEY_FILE]) {
+      expect(hasToken(files, f), f).toBe(true);
+    }
+  });
+
+  it('documents every exit code', () => {
+    const section = roff.slice(roff.indexOf('.SH EXIT STATUS'), roff.indexOf('.SH EXAMPLES'));
+    for (const code of Object.values(EXIT)) expect(section).toMatch(new RegExp(`^\\.TP\\n\\.B ${code}$`, 'm'));
+  });
+});
