@@ -157,7 +157,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   koa.use(swaggerUi('/svc/v1/openapi.json'));
   const parseBody = koaBody({
     json: true,
-    urlencoded: true,
+    urlencoded: false,
     text: false,
     multipart: false,
     jsonStrict: true,
@@ -169,8 +169,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   // The proxies read their own bodies (raw, size-limited, streamed) and take Bearer tokens only,
   // so they skip the body parser and the session machinery.
   const bearerOnly = (path: string) => path.startsWith('/v1/');
+  // Forms are for the browser pages only; every API body is JSON.
+  const parseForms = koaBody({ json: false, urlencoded: true, text: false, multipart: false, formLimit: 64 * 1024, onError: bodyReadError }) as unknown as Middleware<AppState>;
   koa.use(function parseBodyUnlessProxied(ctx, next) {
-    return bearerOnly(ctx.path) ? next() : parseBody(ctx, next);
+    if (bearerOnly(ctx.path)) return next();
+    return ctx.path.startsWith('/ui/') ? parseForms(ctx, next) : parseBody(ctx, next);
   });
   const sessions = sessionMiddleware(koa, deps, opts.sessionKeys);
   koa.use(function sessionUnlessBearerOnly(ctx, next) {
@@ -179,6 +182,12 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   koa.use(router.routes());
   koa.use(router.allowedMethods());
 
+  // Koa's default error logger prints stacks to stderr; ours logs a line (a client that hung up is routine).
+  koa.silent = true;
+  koa.on('error', (err: NodeJS.ErrnoException) => {
+    const routine = err?.code === 'ECONNRESET' || err?.code === 'EPIPE' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE' || /premature close|aborted/i.test(err?.message ?? '');
+    deps.logger[routine ? 'debug' : 'warn']({ err: err?.message, code: err?.code }, 'response error');
+  });
   downloads.resumeAll();
   return { koa, users, requests, instances, clients, verifier, issuer, routes, openApi, close: () => downloads.stop() };
 }

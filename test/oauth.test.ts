@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as oidc from 'openid-client';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
@@ -65,6 +67,11 @@ describe('embedded authorization server with openid-client as the app', () => {
     expect(refreshed.access_token).not.toBe(tokens.access_token);
     expect(refreshed.refresh_token).not.toBe(tokens.refresh_token);
     await expect(oidc.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toThrow();
+
+    // the store keeps refresh tokens only hashed and sealed
+    const db = await readFile(path.join(d.dataDir, 'db.json'), 'utf8');
+    expect(db.includes(refreshed.refresh_token!)).toBe(false);
+    expect(db.includes(tokens.refresh_token!)).toBe(false);
   });
 
   it('sends a user without a session to the login form, then on to the app', async () => {

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { type ConfigFlags, resolveConfig, urlFor } from '../config.js';
+import { ConfigError, type ConfigFlags, resolveConfig, urlFor } from '../config.js';
 import type { DaemonInfo } from '../daemon.js';
 import { AppError, type ErrorBody } from '../errors.js';
 import { DAEMON_FILE } from '../daemon-info.js';
@@ -20,7 +20,13 @@ export class DaemonClient {
   ) {}
 
   static async connect(flags: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<DaemonClient> {
-    const config = resolveConfig(flags, env);
+    let config;
+    try {
+      config = resolveConfig(flags, env);
+    } catch (err) {
+      if (err instanceof ConfigError) throw usage(err.message);
+      throw err;
+    }
     const info = await readDaemonInfo(config.dataDir);
     const explicit = flags.host !== undefined || flags.port !== undefined || env.SVC_HOST || env.SVC_PORT;
     // Port 0 means "a free one": only the running daemon's daemon.json knows which it got.

@@ -7,7 +7,8 @@ export const headerName = z
   .string()
   .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/, 'must be an HTTP header name')
   .refine((n) => !FORBIDDEN_HEADERS.has(n.toLowerCase()), 'is a header svc sets itself');
-export const headerValue = z.string().max(8192).regex(/^[^\r\n\0]*$/, 'must be one line');
+// Header values travel as Latin-1 on the wire: visible ASCII, tab and Latin-1, nothing else.
+export const headerValue = z.string().max(8192).regex(/^[\t\x20-\x7e\x80-\xff]*$/, 'must be one line of printable Latin-1 text');
 
 export const instanceHeaders = z
   .array(z.strictObject({ name: headerName, value: headerValue }))

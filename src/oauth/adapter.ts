@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import type { SecretBox } from '../store/crypto.js';
 import type { Db } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import type { OAuthClientsService } from './clients.js';
@@ -6,10 +8,16 @@ type Payload = Record<string, unknown> & { grantId?: string; userCode?: string; 
 
 interface DurableRecord {
   model: string;
+  /** sha256 of the record id: for a refresh token the id is the token itself */
   id: string;
-  payload: Payload;
+  /** sealed JSON payload */
+  payload: string;
+  grant_id: string | null;
   expires_at: number | null;
 }
+
+const SEAL_KIND = 'oauth_state';
+const hashId = (model: string, id: string) => createHash('sha256').update(`${model}\0${id}`).digest('base64url');
 
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
@@ -18,10 +26,12 @@ const durableOf = (db: Db): DurableRecord[] => ((db.oauth_state ??= []) as Durab
 
 /**
  * oidc-provider's storage adapter. Clients come from svc's registry; refresh tokens and grants
- * live in the durable store (so they survive restarts and revoke with a grant); codes, sessions
- * and interactions live in memory and expire on their own.
+ * live in the durable store (so they survive restarts and revoke with a grant), keyed by a hash
+ * of their id and sealed, so db.json holds no usable token; codes, sessions and interactions
+ * live in memory and expire on their own.
  */
-export function createAdapterClass(store: Store, clients: OAuthClientsService, clock: () => number) {
+export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthClientsService, clock: () => number) {
+  const open = (row: DurableRecord): Payload => JSON.parse(box.open(SEAL_KIND, row.id, row.payload)) as Payload;
   const memory = new Map<string, { payload: Payload; expiresAt: number | null }>();
 
   const sweepMemory = () => {
@@ -48,9 +58,11 @@ export function createAdapterClass(store: Store, clients: OAuthClientsService, c
         return;
       }
       const now = clock();
+      const key = hashId(this.model, id);
+      const row: DurableRecord = { model: this.model, id: key, payload: box.seal(SEAL_KIND, key, JSON.stringify(payload)), grant_id: payload.grantId ?? null, expires_at: expiresAt };
       await store.update((db) => {
-        const rows = durableOf(db).filter((r) => !(r.model === this.model && r.id === id) && (r.expires_at === null || r.expires_at > now));
-        rows.push({ model: this.model, id, payload, expires_at: expiresAt });
+        const rows = durableOf(db).filter((r) => !(r.model === this.model && r.id === key) && (r.expires_at === null || r.expires_at > now));
+        rows.push(row);
         db.oauth_state = rows;
       });
     }
@@ -62,9 +74,10 @@ export function createAdapterClass(store: Store, clients: OAuthClientsService, c
         if (!hit || (hit.expiresAt !== null && hit.expiresAt <= clock())) return undefined;
         return hit.payload;
       }
-      const row = store.read((db) => durableOf(db).find((r) => r.model === this.model && r.id === id));
+      const key = hashId(this.model, id);
+      const row = store.read((db) => durableOf(db).find((r) => r.model === this.model && r.id === key));
       if (!row || (row.expires_at !== null && row.expires_at <= clock())) return undefined;
-      return row.payload;
+      return open(row);
     }
 
     async findByUserCode(userCode: string): Promise<Payload | undefined> {
@@ -84,9 +97,10 @@ export function createAdapterClass(store: Store, clients: OAuthClientsService, c
         if (hit) hit.payload = { ...hit.payload, consumed };
         return;
       }
+      const key = hashId(this.model, id);
       await store.update((db) => {
-        const row = durableOf(db).find((r) => r.model === this.model && r.id === id);
-        if (row) row.payload = { ...row.payload, consumed };
+        const row = durableOf(db).find((r) => r.model === this.model && r.id === key);
+        if (row) row.payload = box.seal(SEAL_KIND, key, JSON.stringify({ ...open(row), consumed }));
       });
     }
 
@@ -95,18 +109,19 @@ export function createAdapterClass(store: Store, clients: OAuthClientsService, c
         memory.delete(this.key(id));
         return;
       }
-      if (!store.read((db) => durableOf(db).some((r) => r.model === this.model && r.id === id))) return;
+      const key = hashId(this.model, id);
+      if (!store.read((db) => durableOf(db).some((r) => r.model === this.model && r.id === key))) return;
       await store.update((db) => {
-        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.id === id));
+        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.id === key));
       });
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
       for (const [key, v] of memory) if (key.startsWith(`${this.model}:`) && v.payload.grantId === grantId) memory.delete(key);
       if (!this.durable) return;
-      if (!store.read((db) => durableOf(db).some((r) => r.model === this.model && r.payload.grantId === grantId))) return;
+      if (!store.read((db) => durableOf(db).some((r) => r.model === this.model && r.grant_id === grantId))) return;
       await store.update((db) => {
-        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.payload.grantId === grantId));
+        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.grant_id === grantId));
       });
     }
   };

@@ -61,7 +61,7 @@ export async function createAuthorizationServer(
     new interactionPolicy.Check('svc_session', 'the svc session confirms the user', (ctx: OidcCtx) => (ctx.oidc.result?.login ? false : true)),
   );
 
-  const Adapter = createAdapterClass(deps.store, clients, deps.clock);
+  const Adapter = createAdapterClass(deps.store, deps.box, clients, deps.clock);
   const secure = base.startsWith('https:');
   const provider = await withQuietConsole(deps.logger, () => {
     const p = new Provider(issuer, {
