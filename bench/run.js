@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+// Runs svc's microbenchmarks against the build output (dist/): `npm run build && npm run bench`.
+// Each benchmark is a module in this folder exporting `name`, `description` and a default async
+// function that receives a reporter and returns its checks ({ label, value, target, pass }).
+// Add one by writing bench/<name>.js and listing it below. `node bench/run.js bearer` runs one.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const BENCHMARKS = ['bearer', 'proxy'];
+
+const dist = fileURLToPath(new URL('../dist/daemon.js', import.meta.url));
+if (!existsSync(dist)) {
+  console.error('bench: dist/ is missing; run `npm run build` first.');
+  process.exit(1);
+}
+
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((w) => !BENCHMARKS.includes(w));
+if (unknown.length) {
+  console.error(`bench: unknown benchmark ${unknown.join(', ')}; known: ${BENCHMARKS.join(', ')}`);
+  process.exit(2);
+}
+
+const report = {
+  line: (text = '') => console.log(text),
+  /** a measurement printed as `label  value unit` */
+  stat: (label, value, unit = '') => console.log(`  ${label.padEnd(44)} ${value}${unit ? ` ${unit}` : ''}`),
+};
+
+console.log(`svc benchmarks (node ${process.version}, ${process.platform}/${process.arch})`);
+let failed = 0;
+for (const name of wanted.length ? wanted : BENCHMARKS) {
+  const mod = await import(`./${name}.js`);
+  console.log(`\n== ${mod.name ?? name}: ${mod.description ?? ''}`);
+  const started = performance.now();
+  const checks = (await mod.default(report)) ?? [];
+  for (const c of checks) {
+    if (!c.pass) failed++;
+    console.log(`  ${c.pass ? 'PASS' : 'FAIL'}  ${c.label}: ${c.value} (target ${c.target})`);
+  }
+  console.log(`  (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+}
+console.log(failed ? `\n${failed} target(s) missed.` : '\nAll targets met.');
+process.exitCode = failed ? 1 : 0;
