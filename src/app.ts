@@ -21,6 +21,7 @@ import { providerRoutes } from './providers/routes.js';
 import { ProvidersService } from './providers/service.js';
 import { proxyRoutes } from './proxy/routes.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
+import { McpToolsService } from './mcp/tools.js';
 import { BearerVerifier, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
 import { PROTECTED_RESOURCE_PATH, protectedResourceRoute } from './auth/protected-resource.js';
 import { OAuthClientsService } from './oauth/clients.js';
@@ -32,6 +33,7 @@ import { buildOpenApi } from './openapi/document.js';
 import { swaggerUi } from './openapi/swagger.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
+import { mountReviewUi } from './ui/review.js';
 import { VERSION } from './version.js';
 
 const healthResponse = z.object({ status: z.literal('ok'), version: z.string() });
@@ -63,6 +65,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
   };
   const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo);
+  const mcpTools = new McpToolsService(deps.store, instances, deps.clock, deps.config.mcpTimeoutMs);
   const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.store, deps.clock);
   const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger);
@@ -95,6 +98,22 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const origins = allowedOrigins(hosts, deps.baseUrl());
   const hostSet = () => hosts;
   const originSet = () => origins;
+  /**
+   * A browser app may use the MCP proxy from its own origin: one of its registered redirect URIs'
+   * origins (or svc's own). Apps of an external issuer are not in the registry; any origin goes.
+   */
+  const mcpOriginAllowed = (origin: string, clientId: string | undefined) => {
+    if (!origin || origins.has(origin.toLowerCase())) return true;
+    const client = clientId ? clients.find(clientId) : undefined;
+    if (!client) return Boolean(config.issuer);
+    return client.redirect_uris.some((u) => {
+      try {
+        return new URL(u).origin === origin;
+      } catch {
+        return false;
+      }
+    });
+  };
   const sameOrigin = sameOriginOnly(originSet);
   const session = requireSession(deps);
   const authenticateSession: Middleware<AppState> = (ctx, next) => sameOrigin(ctx, () => session(ctx, next));
@@ -115,7 +134,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...mcpInstanceRoutes(instances),
     ...oauthClientRoutes(clients),
     protectedResourceRoute(deps, issuer),
-    ...appMcpRoutes(instances),
+    ...appMcpRoutes(instances, mcpTools, (ctx) => mcpOriginAllowed(ctx.get('Origin'), ctx.state.grant?.clientId), deps.config.mcpTimeoutMs),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),
     ...modelDownloadRoutes(downloads),
@@ -136,6 +155,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   });
   mountLoginUi(router, deps, login, sameOrigin);
   mountHomeUi(router, deps, requests);
+  mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin);
 
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
@@ -168,7 +188,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   }) as unknown as Middleware<AppState>;
   // The proxies read their own bodies (raw, size-limited, streamed) and take Bearer tokens only,
   // so they skip the body parser and the session machinery.
-  const bearerOnly = (path: string) => path.startsWith('/v1/');
+  const bearerOnly = (path: string) => path.startsWith('/v1/') || (path.startsWith('/svc/v1/apps/mcps/') && path.endsWith('/mcp'));
   // Forms are for the browser pages only; every API body is JSON.
   const parseForms = koaBody({ json: false, urlencoded: true, text: false, multipart: false, formLimit: 64 * 1024, onError: bodyReadError }) as unknown as Middleware<AppState>;
   koa.use(function parseBodyUnlessProxied(ctx, next) {

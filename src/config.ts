@@ -22,6 +22,8 @@ export interface Config {
   audience: string | null;
   /** Accept `typ: JWT` access tokens from the external issuer (Keycloak and others). */
   allowJwtTyp: boolean;
+  /** How long an MCP server may take to answer (tool calls, the proxy's POSTs), in ms. */
+  mcpTimeoutMs: number;
 }
 
 export interface ConfigFlags {
@@ -110,6 +112,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     issuer: issuer === undefined ? null : absoluteUrl(String(issuer), '--issuer'),
     audience: audience === undefined ? null : String(audience),
     allowJwtTyp: Boolean(flags.allowJwtTyp) || env.SVC_ALLOW_JWT_TYP === '1' || env.SVC_ALLOW_JWT_TYP === 'true',
+    mcpTimeoutMs: integer(env.SVC_MCP_TIMEOUT_MS ?? 30_000, 'SVC_MCP_TIMEOUT_MS', 100, 3_600_000),
   };
 }
 

@@ -6,6 +6,7 @@ import { registerClients } from './commands/clients.js';
 import { registerModels } from './commands/models.js';
 import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
+import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';
 import { registerSession } from './commands/session.js';
 import { registerUsers } from './commands/users.js';
@@ -34,6 +35,7 @@ export function buildProgram(o: Output): Command {
   registerServe(program, o);
   registerSession(program, o);
   registerRequests(program, o);
+  registerReview(program, o);
   registerMcp(program, o);
   registerUsers(program, o);
   registerClients(program, o);

@@ -1,10 +1,12 @@
 import { z } from 'zod';
-import { notFound } from '../errors.js';
+import { forbidden, notFound } from '../errors.js';
 import type { AppContext } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
+import { MCP_PROXY_BODY_LIMIT, proxyMcp } from './proxy.js';
 import { instanceParams } from './schemas.js';
+import type { McpToolsService } from './tools.js';
 
 export const appMcpInstance = z
   .object({
@@ -29,10 +31,34 @@ export function grantedInstance(ctx: AppContext, instances: McpInstancesService,
   return found;
 }
 
-const toAppInstance = (m: McpInstanceRecord) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled });
+const tool = z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown() }).meta({ id: 'McpTool' });
+const toolParams = instanceParams.extend({ tool_name: z.string().min(1).max(256) });
+const executeBody = z.strictObject({ params: z.record(z.string(), z.unknown()).default({}).describe('The tool arguments') });
+const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z.boolean().optional() }).describe('An MCP CallToolResult');
 
-/** App-facing MCP instance endpoints (SPEC 4.4); any app token (scope_user_user or above). */
-export function appMcpRoutes(instances: McpInstancesService): AnyRouteDef[] {
+/**
+ * App-facing MCP endpoints (SPEC 4.4); any app token (scope_user_user or above). Only instances
+ * in the token's grant exist here; a disabled one is listed but refuses calls.
+ */
+export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => boolean, timeoutMs: number): AnyRouteDef[] {
+  const toAppInstance = (m: McpInstanceRecord) => {
+    const cached = tools.cached(m);
+    return { id: m.id, name: m.name, url: m.url, enabled: m.enabled, ...(cached ? { tools: cached } : {}) };
+  };
+  const proxy = async (ctx: AppContext, id: string) => {
+    if (!originAllowed(ctx)) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
+    const instance = grantedInstance(ctx, instances, id);
+    if (!instance.enabled) throw forbidden('This MCP instance is disabled by its owner.', 'mcp_instance_disabled');
+    await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs);
+  };
+  const proxyDoc = {
+    tags: ['apps'],
+    auth: 'bearer' as const,
+    params: instanceParams,
+    rawBody: true,
+    responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
+    errors: [400, 401, 403, 404, 413],
+  };
   return [
     defineRoute({
       method: 'get',
@@ -56,6 +82,59 @@ export function appMcpRoutes(instances: McpInstancesService): AnyRouteDef[] {
       responses: { 200: { description: 'The instance', schema: appMcpInstance } },
       errors: [401, 403, 404],
       handler: (ctx, { params }) => toAppInstance(grantedInstance(ctx, instances, params.id)),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/apps/mcps/{id}/tools/refresh',
+      operationId: 'refreshAppMcpTools',
+      summary: 'Fetch the tool list from the MCP server (Streamable HTTP, else HTTP+SSE), cache it, answer the allowed tools',
+      tags: ['apps'],
+      auth: 'bearer',
+      params: instanceParams,
+      responses: { 200: { description: 'Allowed tools', schema: z.object({ tools: z.array(tool) }) } },
+      errors: [401, 403, 404, 502, 504],
+      async handler(ctx, { params }) {
+        return { tools: await tools.refresh(grantedInstance(ctx, instances, params.id)) };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/apps/mcps/{id}/tools/{tool_name}/execute',
+      operationId: 'executeAppMcpTool',
+      summary: "Call a tool; a tool's own failure is result.isError, not an HTTP error",
+      tags: ['apps'],
+      auth: 'bearer',
+      params: toolParams,
+      body: executeBody,
+      responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
+      errors: [400, 401, 403, 404, 502, 504],
+      async handler(ctx, { params, body }) {
+        return { result: await tools.execute(grantedInstance(ctx, instances, params.id), params.tool_name, body.params) };
+      },
+    }),
+    defineRoute({
+      ...proxyDoc,
+      method: 'post',
+      path: '/svc/v1/apps/mcps/{id}/mcp',
+      operationId: 'mcpProxyPost',
+      summary: `Streamable HTTP MCP proxy: JSON-RPC messages to the instance (body up to ${MCP_PROXY_BODY_LIMIT / 1048576} MiB)`,
+      handler: (ctx, { params }) => proxy(ctx, params.id),
+    }),
+    defineRoute({
+      ...proxyDoc,
+      method: 'get',
+      path: '/svc/v1/apps/mcps/{id}/mcp',
+      operationId: 'mcpProxyGet',
+      summary: 'Streamable HTTP MCP proxy: the server-to-client SSE stream',
+      handler: (ctx, { params }) => proxy(ctx, params.id),
+    }),
+    defineRoute({
+      ...proxyDoc,
+      method: 'delete',
+      path: '/svc/v1/apps/mcps/{id}/mcp',
+      operationId: 'mcpProxyDelete',
+      summary: 'Streamable HTTP MCP proxy: end the MCP session',
+      handler: (ctx, { params }) => proxy(ctx, params.id),
     }),
   ];
 }

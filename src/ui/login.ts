@@ -27,6 +27,9 @@ export function sendPage(ctx: AppContext, status: number, title: string, render:
   const nonce = newNonce();
   ctx.status = status;
   ctx.set('Content-Security-Policy', contentSecurityPolicy(nonce));
+  // With `no-referrer`, browsers send `Origin: null` on a page's own form posts, which
+  // sameOriginOnly must refuse; `same-origin` keeps the real Origin there and sends nothing elsewhere.
+  ctx.set('Referrer-Policy', 'same-origin');
   ctx.type = 'text/html; charset=utf-8';
   ctx.body = page({ title, nonce, body: render(nonce), script });
 }

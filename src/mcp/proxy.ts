@@ -1,0 +1,197 @@
+import { EventEmitter } from 'node:events';
+import type { Readable } from 'node:stream';
+import { AppError, payloadTooLarge } from '../errors.js';
+import type { AppContext } from '../http/context.js';
+import { callUpstream } from '../proxy/upstream.js';
+import type { McpInstanceRecord } from '../store/schema.js';
+import { toolAllowed } from './tools.js';
+
+export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
+
+/** Request headers an MCP client sends that the server must see; nothing else of the app's goes up. */
+const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'];
+const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control', 'allow'];
+
+type JsonRpc = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown }; result?: { tools?: { name?: unknown }[] } };
+
+async function readRaw(ctx: AppContext): Promise<Buffer> {
+  const declared = Number(ctx.get('Content-Length'));
+  if (Number.isFinite(declared) && declared > MCP_PROXY_BODY_LIMIT) throw payloadTooLarge(MCP_PROXY_BODY_LIMIT);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req) {
+    size += (chunk as Buffer).length;
+    if (size > MCP_PROXY_BODY_LIMIT) throw payloadTooLarge(MCP_PROXY_BODY_LIMIT);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+const rpcError = (id: JsonRpc['id'], message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code: -32602, message } });
+
+/** Drops the tools an allow-list hides from a tools/list result. */
+function filterToolList(message: JsonRpc, instance: McpInstanceRecord, listIds: Set<unknown>): JsonRpc {
+  if (!message || message.id === undefined || !listIds.has(message.id) || !Array.isArray(message.result?.tools)) return message;
+  return { ...message, result: { ...message.result, tools: message.result!.tools!.filter((t) => typeof t?.name === 'string' && toolAllowed(instance, t.name)) } };
+}
+
+/**
+ * Rewrites an SSE stream event by event, filtering tools/list results. Events are passed on as
+ * soon as they are complete, so streaming is kept.
+ */
+function filterSse(source: Readable, write: (text: string) => void, end: () => void, rewrite: (data: string) => string): void {
+  let buffered = '';
+  source.setEncoding('utf8');
+  source.on('data', (text: string) => {
+    buffered += text;
+    let at: number;
+    while ((at = buffered.search(/\r?\n\r?\n/)) !== -1) {
+      const sep = /\r?\n\r?\n/.exec(buffered.slice(at))![0];
+      const event = buffered.slice(0, at);
+      buffered = buffered.slice(at + sep.length);
+      const lines = event.split(/\r?\n/);
+      const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
+      if (data.length === 0) {
+        write(`${event}\n\n`);
+        continue;
+      }
+      const rewritten = rewrite(data.join('\n'));
+      write(`${lines.filter((l) => !l.startsWith('data:')).join('\n')}${lines.some((l) => !l.startsWith('data:')) ? '\n' : ''}data: ${rewritten}\n\n`);
+    }
+  });
+  source.on('end', () => {
+    if (buffered) write(buffered);
+    end();
+  });
+}
+
+/**
+ * The Streamable HTTP proxy of one instance: a transparent HTTP proxy (sessions, SSE, the GET
+ * stream and DELETE pass through as they are) that reads JSON-RPC only where the allow-list
+ * needs it: tools/call requests are refused before they go upstream, and tools/list results are
+ * filtered. The app's Authorization header and cookies never go upstream; the instance's do.
+ */
+export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number): Promise<void> {
+  const method = ctx.method;
+  if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
+    throw new AppError(405, 'invalid_request_error', 'method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
+  }
+  const body = method === 'POST' ? await readRaw(ctx) : undefined;
+  const filtering = instance.allow_tools !== null;
+  const listIds = new Set<unknown>();
+
+  if (body && filtering) {
+    let parsed: JsonRpc | JsonRpc[];
+    try {
+      parsed = JSON.parse(body.toString('utf8')) as JsonRpc | JsonRpc[];
+    } catch {
+      throw new AppError(400, 'invalid_request_error', 'invalid_body', 'The MCP request body is not valid JSON.');
+    }
+    const messages = Array.isArray(parsed) ? parsed : [parsed];
+    const refused = messages.filter((m) => m?.method === 'tools/call' && !(typeof m.params?.name === 'string' && toolAllowed(instance, m.params.name)));
+    if (refused.length > 0) {
+      // Refused before anything goes upstream, answered the way an MCP server answers an unknown tool.
+      const errors = refused.map((m) => rpcError(m.id, `Tool ${JSON.stringify(String(m.params?.name ?? '')).slice(0, 140)} is not allowed on this instance`));
+      ctx.status = 200;
+      ctx.type = 'application/json';
+      ctx.body = Array.isArray(parsed) ? errors : errors[0];
+      return;
+    }
+    for (const m of messages) if (m?.method === 'tools/list' && m.id !== undefined) listIds.add(m.id);
+  }
+
+  const headers: Record<string, string> = {};
+  for (const name of FORWARDED_REQUEST_HEADERS) {
+    const value = ctx.get(name);
+    if (value) headers[name] = value;
+  }
+  Object.assign(headers, instanceHeaders);
+
+  const abort = new EventEmitter() as EventEmitter & { aborted?: boolean };
+  ctx.res.once('close', () => {
+    if (ctx.res.writableFinished) return;
+    abort.aborted = true;
+    abort.emit('abort');
+  });
+  const upstream = await callUpstream({
+    url: new URL(instance.url),
+    method: method as 'GET' | 'POST',
+    headers,
+    body: body?.toString('utf8'),
+    // the GET stream may rightly stay quiet for long; every other answer must start in time
+    timeoutMs: method === 'GET' ? 24 * 60 * 60 * 1000 : timeoutMs,
+    signal: abort,
+  });
+
+  const res = ctx.res;
+  ctx.respond = false;
+  const out: Record<string, string> = { 'X-Content-Type-Options': 'nosniff' };
+  for (const name of FORWARDED_RESPONSE_HEADERS) {
+    const value = upstream.headers[name];
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  if (ctx.response.get('Access-Control-Allow-Origin')) {
+    out['Access-Control-Allow-Origin'] = ctx.response.get('Access-Control-Allow-Origin');
+    out['Access-Control-Expose-Headers'] = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
+  }
+  const contentType = String(upstream.headers['content-type'] ?? '');
+  const answer = upstream.body;
+
+  if (listIds.size > 0 && contentType.startsWith('application/json')) {
+    const chunks: Buffer[] = [];
+    for await (const c of answer) chunks.push(c as Buffer);
+    let text = Buffer.concat(chunks).toString('utf8');
+    try {
+      const parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
+      text = JSON.stringify(Array.isArray(parsed) ? parsed.map((m) => filterToolList(m, instance, listIds)) : filterToolList(parsed, instance, listIds));
+    } catch {
+      /* not JSON-RPC: pass on as it came */
+    }
+    out['content-length'] = String(Buffer.byteLength(text));
+    res.writeHead(upstream.statusCode, out);
+    res.end(text);
+    return;
+  }
+
+  res.writeHead(upstream.statusCode, out);
+  res.flushHeaders();
+  await new Promise<void>((resolve) => {
+    let ended = false;
+    const finish = () => {
+      ended = true;
+      res.end();
+      resolve();
+    };
+    res.once('close', () => {
+      if (!ended) answer.destroy();
+      resolve();
+    });
+    answer.once('error', () => {
+      if (!res.writableEnded) res.end();
+      resolve();
+    });
+    if (listIds.size > 0 && contentType.startsWith('text/event-stream')) {
+      filterSse(
+        answer,
+        (text) => res.write(text),
+        finish,
+        (data) => {
+          try {
+            const parsed = JSON.parse(data) as JsonRpc;
+            return JSON.stringify(filterToolList(parsed, instance, listIds));
+          } catch {
+            return data;
+          }
+        },
+      );
+      return;
+    }
+    answer.on('data', (chunk: Buffer) => {
+      if (!res.write(chunk)) {
+        answer.pause();
+        res.once('drain', () => answer.resume());
+      }
+    });
+    answer.once('end', finish);
+  });
+}

@@ -1,0 +1,77 @@
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { AppError, forbidden } from '../errors.js';
+import type { Clock } from '../http/context.js';
+import type { Db, McpInstanceRecord } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import type { McpInstancesService } from './instances.js';
+import { type McpTarget, withMcpClient } from './upstream-client.js';
+
+export interface CachedTool {
+  name: string;
+  description?: string;
+  input_schema: unknown;
+}
+
+interface ToolCache {
+  tools: CachedTool[];
+  refreshed_at: string;
+}
+
+const cachesOf = (db: Db): Record<string, ToolCache> => ((db.mcp_tools ??= {}) as Record<string, ToolCache>);
+
+export const toolAllowed = (instance: McpInstanceRecord, name: string) => instance.allow_tools === null || instance.allow_tools.includes(name);
+
+export const toolNotAllowed = (name: string) =>
+  forbidden(`The tool ${JSON.stringify(name.slice(0, 128))} is not allowed on this instance.`, 'tool_not_allowed');
+
+/** Tool discovery and calls through the MCP SDK client, with the instance's allow-list applied first. */
+export class McpToolsService {
+  constructor(
+    private readonly store: Store,
+    private readonly instances: McpInstancesService,
+    private readonly clock: Clock,
+    private readonly timeoutMs: number,
+  ) {}
+
+  target(instance: McpInstanceRecord): McpTarget {
+    return { url: instance.url, headers: this.instances.openHeaders(instance), timeoutMs: this.timeoutMs };
+  }
+
+  private requireEnabled(instance: McpInstanceRecord): void {
+    if (!instance.enabled) throw new AppError(403, 'forbidden_error', 'mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
+  }
+
+  /** The cached tool list (allowed tools only), if the instance was ever refreshed. */
+  cached(instance: McpInstanceRecord): CachedTool[] | undefined {
+    const cache = this.store.read((db) => cachesOf(db)[instance.id]);
+    return cache?.tools.filter((t) => toolAllowed(instance, t.name));
+  }
+
+  async refresh(instance: McpInstanceRecord): Promise<CachedTool[]> {
+    this.requireEnabled(instance);
+    const tools = await withMcpClient(this.target(instance), async (client, timeout) => {
+      const all: Tool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listTools(cursor ? { cursor } : undefined, { timeout });
+        all.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor && all.length < 10_000);
+      return all;
+    });
+    const cache: ToolCache = {
+      tools: tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.inputSchema })),
+      refreshed_at: new Date(this.clock()).toISOString(),
+    };
+    await this.store.update((db) => {
+      cachesOf(db)[instance.id] = cache;
+    });
+    return cache.tools.filter((t) => toolAllowed(instance, t.name));
+  }
+
+  async execute(instance: McpInstanceRecord, name: string, params: Record<string, unknown>): Promise<CallToolResult> {
+    this.requireEnabled(instance);
+    if (!toolAllowed(instance, name)) throw toolNotAllowed(name);
+    return withMcpClient(this.target(instance), async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult);
+  }
+}

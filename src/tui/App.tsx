@@ -1,0 +1,52 @@
+import { Box } from 'ink';
+import { Header } from './components/Header.js';
+import { KeyHints } from './components/KeyHints.js';
+import { RequestDetail } from './components/RequestDetail.js';
+import { RequestList } from './components/RequestList.js';
+import { StatusLine } from './components/StatusLine.js';
+import { safe } from './format.js';
+import { detailSecondsLeft, useUIState } from './state.js';
+
+export interface AppProps {
+  width: number;
+  height: number;
+  color: boolean;
+  /** Who is reviewing, shown top right. */
+  user?: string;
+}
+
+/** Header, then the list or the detail, then the status line and the keys. Reads state; never acts. */
+export function App({ width, height, color, user }: AppProps) {
+  const s = useUIState();
+  // Header (2) + status (1) + keys (1), and one line spare so Ink never scrolls an 80x24 terminal.
+  const body = Math.max(3, height - 5);
+  const who = user ? safe(user, 40) : '';
+  const d = s.screen === 'detail' ? s.detail : null;
+  const title = d
+    ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
+    : 'svc review: pending access requests';
+  const aside = d ? who : [`${s.requests.length} pending`, who].filter(Boolean).join(' · ');
+  return (
+    <Box flexDirection="column" width={width}>
+      <Header title={title} aside={aside} width={width} color={color} />
+      <Box flexDirection="column" height={body} overflow="hidden">
+        {d ? (
+          <RequestDetail
+            data={d.data}
+            role={d.role}
+            selected={d.selected}
+            cursor={d.cursor}
+            secondsLeft={detailSecondsLeft(d, s.now)}
+            width={width}
+            height={body}
+            color={color}
+          />
+        ) : (
+          <RequestList requests={s.requests} cursor={s.cursor} loaded={s.loaded} now={s.now} width={width} height={body} color={color} />
+        )}
+      </Box>
+      <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
+      <KeyHints screen={s.screen} color={color} />
+    </Box>
+  );
+}

@@ -1,0 +1,97 @@
+import { useApp, useInput, useStdout } from 'ink';
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { createActions, UIActionsProvider } from './actions.js';
+import { App } from './App.js';
+import { type Action, initialState, reducer, type UIState, UIStateProvider } from './state.js';
+import type { ReviewClient } from './types.js';
+
+export interface ReviewAppProps {
+  client: ReviewClient;
+  /** false with NO_COLOR or when not a TTY: then no SGR attribute is written at all. */
+  color: boolean;
+  user?: string;
+  /** How often the pending list is polled (CONTRACT §10: a new request shows within 2 s). */
+  pollMs?: number;
+  /** How often the countdowns tick. */
+  tickMs?: number;
+  clock?: () => number;
+  /** Fixed size (tests); otherwise the terminal's, following resizes. */
+  width?: number;
+  height?: number;
+}
+
+function useTerminalSize(fixedWidth?: number, fixedHeight?: number) {
+  const { stdout } = useStdout();
+  const read = () => ({ width: fixedWidth ?? stdout.columns ?? 80, height: fixedHeight ?? stdout.rows ?? 24 });
+  const [size, setSize] = useState(read);
+  useEffect(() => {
+    if (fixedWidth !== undefined && fixedHeight !== undefined) return;
+    const onResize = () => setSize(read());
+    stdout.on('resize', onResize);
+    return () => {
+      stdout.off('resize', onResize);
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [stdout, fixedWidth, fixedHeight]);
+  return size;
+}
+
+/** `svc review`: owns the state, polls the daemon, ticks the clock and maps keys to actions. */
+export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, clock = Date.now, width, height }: ReviewAppProps) {
+  const { exit } = useApp();
+  const stateRef = useRef<UIState>(null as unknown as UIState);
+  if (stateRef.current === null) stateRef.current = initialState(clock());
+  const [state, setState] = useState<UIState>(stateRef.current);
+  const size = useTerminalSize(width, height);
+
+  // The reducer runs on the ref at once, so async actions and keys typed in one burst see every
+  // earlier change, not the state of the last render.
+  const actions = useMemo(() => {
+    const dispatch = (action: Action) => {
+      stateRef.current = reducer(stateRef.current, action);
+      setState(stateRef.current);
+    };
+    return Object.assign(createActions({ client, dispatch, getState: () => stateRef.current, clock, exit }), { dispatch });
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, []);
+
+  useEffect(() => {
+    void actions.refresh();
+    const poll = setInterval(() => void actions.refresh(), pollMs);
+    const tick = setInterval(() => actions.dispatch({ type: 'tick', now: clock() }), tickMs);
+    return () => {
+      clearInterval(poll);
+      clearInterval(tick);
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [pollMs, tickMs]);
+
+  useInput((input, key) => {
+    const s = stateRef.current;
+    if (input === 'q') return actions.quit();
+    if (key.escape) return s.screen === 'detail' ? actions.back() : actions.dispatch({ type: 'notice', notice: null });
+    if (key.upArrow || input === 'k') return actions.move(-1);
+    if (key.downArrow || input === 'j') return actions.move(1);
+    if (key.pageUp) return actions.move(-10);
+    if (key.pageDown) return actions.move(10);
+    if (s.screen === 'list') {
+      if (key.return) return void actions.open();
+      if (input === 'a' || input === 'd' || input === 'r' || input === ' ') {
+        return actions.dispatch({ type: 'notice', notice: { kind: 'info', text: 'Open a request with Enter first.' } });
+      }
+      return;
+    }
+    if (input === ' ') return actions.toggle();
+    if (input === 'r') return actions.cycleRole();
+    if (input === 'a') return void actions.approve();
+    if (input === 'd') return void actions.deny();
+  });
+
+  return (
+    <UIStateProvider value={state}>
+      <UIActionsProvider value={actions}>
+        <App width={size.width} height={size.height} color={color} user={user} />
+      </UIActionsProvider>
+    </UIStateProvider>
+  );
+}

@@ -1,0 +1,146 @@
+import { createContext, type Dispatch, type ReactNode, useContext } from 'react';
+import { describeError, safe } from './format.js';
+import type { Action, UIState } from './state.js';
+import type { ReviewClient } from './types.js';
+
+/** Everything a key can do. The container maps keys to these; they call the daemon through the client. */
+export interface UIActions {
+  /** One poll of the pending list (and, when the open request left it, of that request). */
+  refresh(): Promise<void>;
+  move(delta: number): void;
+  /** Opens the highlighted request's detail. */
+  open(): Promise<void>;
+  back(): void;
+  toggle(): void;
+  cycleRole(): void;
+  approve(): Promise<void>;
+  deny(): Promise<void>;
+  quit(): void;
+}
+
+export interface ActionDeps {
+  client: ReviewClient;
+  dispatch: Dispatch<Action>;
+  /** The state as of now (not as of the last render), so async actions never act on a stale one. */
+  getState: () => UIState;
+  clock: () => number;
+  exit: () => void;
+}
+
+const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Run `svc login`, then start `svc review` again.' : '');
+
+export function createActions({ client, dispatch, getState, clock, exit }: ActionDeps): UIActions {
+  let polling = false;
+  /** Open requests already re-read after leaving the draft list, so a poll re-reads each only once. */
+  const reread = new Set<string>();
+
+  const reload = async (id: string) => {
+    try {
+      dispatch({ type: 'detail-loaded', data: await client.review(id), at: clock(), keepSelection: true });
+    } catch {
+      /* the list still says it is gone; nothing more to show */
+    }
+  };
+
+  const appLabel = (s: UIState) => safe(s.detail?.data?.app_name ?? s.detail?.data?.app_client_id ?? s.detail?.id, 60);
+
+  return {
+    async refresh() {
+      if (polling) return;
+      polling = true;
+      try {
+        const requests = await client.listPending();
+        dispatch({ type: 'list-loaded', requests });
+        const d = getState().detail;
+        // Decided in another surface (or expired): re-read it so the detail shows its status.
+        if (d?.data?.status === 'draft' && !requests.some((r) => r.id === d.id) && !reread.has(d.id)) {
+          reread.add(d.id);
+          await reload(d.id);
+        }
+      } catch (err) {
+        dispatch({ type: 'list-failed', message: describeError(err) + hintFor(err) });
+      } finally {
+        polling = false;
+      }
+    },
+
+    move(delta) {
+      dispatch({ type: 'move', delta });
+    },
+
+    async open() {
+      const s = getState();
+      const row = s.requests[s.cursor];
+      if (s.screen !== 'list' || !row) return;
+      dispatch({ type: 'open', id: row.id, at: clock() });
+      try {
+        dispatch({ type: 'detail-loaded', data: await client.review(row.id), at: clock() });
+      } catch (err) {
+        if (getState().detail?.id === row.id) dispatch({ type: 'notice', notice: { kind: 'error', text: `Could not open the request: ${describeError(err)}${hintFor(err)}` } });
+      }
+    },
+
+    back() {
+      dispatch({ type: 'back' });
+    },
+
+    toggle() {
+      dispatch({ type: 'toggle' });
+    },
+
+    cycleRole() {
+      dispatch({ type: 'cycle-role' });
+    },
+
+    async approve() {
+      const s = getState();
+      const d = s.detail;
+      if (s.screen !== 'detail' || s.busy || !d?.data || !d.role) return;
+      const chosen = new Set(d.selected);
+      const mcp_servers = d.data.mcp_servers
+        .map((server) => ({ url: server.url, instance_ids: server.instances.filter((i) => i.enabled && chosen.has(i.id)).map((i) => i.id) }))
+        .filter((server) => server.instance_ids.length > 0);
+      const count = mcp_servers.reduce((n, server) => n + server.instance_ids.length, 0);
+      dispatch({ type: 'busy', busy: true });
+      try {
+        const res = await client.approve(d.id, { approved_role: d.role, approved: { version: '1', mcp_servers } });
+        dispatch({ type: 'decided', id: d.id, text: `Approved ${appLabel(s)} as ${res.approved_role} with ${count} MCP instance${count === 1 ? '' : 's'}.` });
+      } catch (err) {
+        dispatch({ type: 'busy', busy: false });
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Not approved: ${describeError(err)}${hintFor(err)}` } });
+        await reload(d.id);
+      }
+    },
+
+    async deny() {
+      const s = getState();
+      const d = s.detail;
+      if (s.screen !== 'detail' || s.busy || !d) return;
+      dispatch({ type: 'busy', busy: true });
+      try {
+        await client.deny(d.id);
+        dispatch({ type: 'decided', id: d.id, text: `Denied ${appLabel(s)}.` });
+      } catch (err) {
+        dispatch({ type: 'busy', busy: false });
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Not denied: ${describeError(err)}${hintFor(err)}` } });
+        await reload(d.id);
+      }
+    },
+
+    quit() {
+      exit();
+    },
+  };
+}
+
+const ActionsContext = createContext<UIActions | null>(null);
+
+export function UIActionsProvider({ value, children }: { value: UIActions; children: ReactNode }) {
+  return <ActionsContext.Provider value={value}>{children}</ActionsContext.Provider>;
+}
+
+export function useUIActions(): UIActions {
+  const value = useContext(ActionsContext);
+  if (!value) throw new Error('useUIActions outside UIActionsProvider');
+  return value;
+}

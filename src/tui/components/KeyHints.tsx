@@ -1,0 +1,22 @@
+import { Text } from 'ink';
+import { tone } from '../format.js';
+import type { Screen } from '../state.js';
+
+export interface KeyHintsProps {
+  screen: Screen;
+  color: boolean;
+}
+
+const HINTS: Record<Screen, string> = {
+  list: '↑↓/jk move  Enter open  q quit',
+  detail: '↑↓/jk move  space toggle  r role  a approve  d deny  Esc back  q quit',
+};
+
+/** The bottom line: the keys that work on this screen (CONTRACT §10). */
+export function KeyHints({ screen, color }: KeyHintsProps) {
+  return (
+    <Text wrap="truncate-end" {...tone(color, 'muted')}>
+      {HINTS[screen]}
+    </Text>
+  );
+}

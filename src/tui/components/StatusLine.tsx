@@ -1,0 +1,35 @@
+import { Text } from 'ink';
+import { tone } from '../format.js';
+import type { Notice } from '../state.js';
+
+export interface StatusLineProps {
+  notice: Notice | null;
+  /** Why the last poll of the list failed, if it did. */
+  pollError: string | null;
+  busy: boolean;
+  color: boolean;
+}
+
+/** One line for what just happened: an error from the daemon, a decision, or a lost connection. */
+export function StatusLine({ notice, pollError, busy, color }: StatusLineProps) {
+  if (busy) return <Text {...tone(color, 'muted')}>Sending…</Text>;
+  if (notice?.kind === 'error')
+    return (
+      <Text wrap="truncate-end" {...tone(color, 'error')}>
+        error: {notice.text}
+      </Text>
+    );
+  if (notice)
+    return (
+      <Text wrap="truncate-end" {...tone(color, 'success')}>
+        {notice.text}
+      </Text>
+    );
+  if (pollError)
+    return (
+      <Text wrap="truncate-end" {...tone(color, 'warning')}>
+        error: cannot refresh the list: {pollError}
+      </Text>
+    );
+  return <Text> </Text>;
+}

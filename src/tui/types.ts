@@ -1,0 +1,32 @@
+import type { z } from 'zod';
+import type { accessRequestSummary, approveBody, approveResponse, denyResponse, reviewResponse } from '../access-requests/schemas.js';
+import { type AppRole, appRoles } from '../store/schema.js';
+
+/** One row of `GET /svc/v1/access-requests?status=draft`. */
+export type PendingRequest = z.infer<typeof accessRequestSummary>;
+/** `GET /svc/v1/access-requests/{id}/review`. */
+export type ReviewData = z.infer<typeof reviewResponse>;
+export type ApproveRequest = z.input<typeof approveBody>;
+export type ApproveResult = z.infer<typeof approveResponse>;
+export type DenyResult = z.infer<typeof denyResponse>;
+export type { AppRole };
+
+/**
+ * What the terminal UI needs from the daemon. The CLI passes one backed by DaemonClient (the
+ * CLI's session over HTTP); tests pass that too, or a fake. Failures are thrown as errors with a
+ * `message` and, for daemon answers, the `code` and `status` of CONTRACT §5 (AppError).
+ */
+export interface ReviewClient {
+  listPending(): Promise<PendingRequest[]>;
+  review(id: string): Promise<ReviewData>;
+  approve(id: string, body: ApproveRequest): Promise<ApproveResult>;
+  deny(id: string): Promise<DenyResult>;
+}
+
+/** Lowest first: `r` cycles through these up to max_grantable_role. */
+export const ROLES: readonly AppRole[] = appRoles;
+
+export const ROLE_NAMES: Record<AppRole, string> = {
+  scope_user_user: 'User',
+  scope_user_power_user: 'Power User',
+};

@@ -1,0 +1,416 @@
+import { timingSafeEqual } from 'node:crypto';
+import type Router from '@koa/router';
+import type { Middleware } from 'koa';
+import { reviewView } from '../access-requests/routes.js';
+import { approveBody } from '../access-requests/schemas.js';
+import { type AccessRequestsService, decisionRedirect } from '../access-requests/service.js';
+import { csrfToken, sessionUser } from '../auth/sessions.js';
+import { AppError } from '../errors.js';
+import type { AppContext, AppDeps, AppState } from '../http/context.js';
+import type { AccessRequestRecord, AppRole, McpInstanceRecord, UserRecord } from '../store/schema.js';
+import { appRoles } from '../store/schema.js';
+import { html, SafeHtml } from './html.js';
+import { sendPage } from './login.js';
+
+/**
+ * The browser review surface of CONTRACT §10: `GET /ui/apps/access-requests/review?id=` and its
+ * two form posts. It reads the same review data as `GET /svc/v1/access-requests/{id}/review` and
+ * decides through the same AccessRequestsService as the JSON API, so a decision made here shows in
+ * `svc requests` and `svc review` at once, and the other way round.
+ */
+export const REVIEW_PATH = '/ui/apps/access-requests/review';
+export const APPROVE_PATH = `${REVIEW_PATH}/approve`;
+export const DENY_PATH = `${REVIEW_PATH}/deny`;
+
+type ReviewData = ReturnType<typeof reviewView>;
+type Form = Record<string, unknown>;
+
+const ROLES: Record<AppRole, { name: string; detail: string }> = {
+  scope_user_user: { name: 'User', detail: 'Chat completions, embeddings, the model list, and the MCP tools you tick below.' },
+  scope_user_power_user: { name: 'Power User', detail: 'Everything User can do, plus managing model aliases and downloading model files.' },
+};
+
+const reviewHref = (id: string) => `${REVIEW_PATH}?id=${encodeURIComponent(id)}`;
+const loginHref = (id: string) => `/ui/login?next=${encodeURIComponent(reviewHref(id))}`;
+
+/** Constant-time comparison of the form's token with the session's. */
+function sameToken(given: unknown, expected: string | undefined): boolean {
+  if (typeof given !== 'string' || !expected) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** A form field as a list of strings (a repeated field arrives as an array; anything nested is ignored). */
+function strings(value: unknown): string[] {
+  const list = Array.isArray(value) ? value : value === undefined ? [] : [value];
+  return list.filter((v): v is string => typeof v === 'string' && v.length > 0 && v.length <= 100).slice(0, 100);
+}
+
+const formOf = (ctx: AppContext): Form => {
+  const body = (ctx.request as { body?: unknown }).body;
+  return body && typeof body === 'object' && !Array.isArray(body) ? (body as Form) : {};
+};
+
+function countdownText(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+}
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** The first letter of the app's name, for the monogram (escaped like every other app string). */
+const monogram = (text: string) => (Array.from(text.trim())[0] ?? '?').toUpperCase();
+
+const STYLE = new SafeHtml(`
+main{max-width:44rem;margin:1.5rem auto}
+.card.review{padding:0;overflow:hidden}
+.app{display:flex;gap:1rem;align-items:flex-start;padding:1.5rem 1.5rem 1rem}
+.monogram{flex:none;width:3.25rem;height:3.25rem;border-radius:14px;display:grid;place-items:center;font-weight:700;font-size:1.5rem;background:var(--accent);color:#fff;overflow:hidden}
+.monogram.unknown{background:var(--muted)}
+.app>div{min-width:0;flex:1}
+.eyebrow{margin:0;font-size:.78rem;letter-spacing:.06em;text-transform:uppercase;color:var(--muted);font-weight:600}
+.review h1{margin:.15rem 0 .4rem;font-size:1.4rem;line-height:1.3;overflow-wrap:anywhere}
+.desc{margin:.25rem 0 .5rem;overflow-wrap:anywhere;white-space:pre-line}
+.client{margin:.35rem 0 0;font-size:.9rem;color:var(--muted);overflow-wrap:anywhere}
+.badge{display:inline-block;font-size:.72rem;font-weight:600;line-height:1.6;padding:0 .55rem;border-radius:999px;border:1px solid var(--border);color:var(--muted);vertical-align:.1em;white-space:nowrap}
+.badge.warn{border-color:var(--danger);color:var(--danger)}
+.timer{display:flex;flex-wrap:wrap;align-items:baseline;gap:.25rem .5rem;margin:0 1.5rem;padding:.6rem .9rem;border-radius:10px;background:var(--bg);border:1px solid var(--border);font-size:.95rem}
+.timer time{font-variant-numeric:tabular-nums;font-weight:700;font-size:1.05rem}
+.timer.soon{border-color:var(--danger);color:var(--danger)}
+.alert{margin:1rem 1.5rem 0;padding:.75rem 1rem;border-radius:10px;border:1px solid var(--danger);color:var(--danger);font-weight:600;overflow-wrap:anywhere}
+.alert small{display:block;font-weight:400}
+.review form{padding:0 1.5rem 1.5rem;margin:0}
+fieldset{border:0;padding:0;margin:1.4rem 0 0;min-width:0}
+legend{font-weight:700;font-size:1.05rem;padding:0;margin:0 0 .35rem}
+.hint{margin:0 0 .5rem;font-size:.92rem;color:var(--muted);overflow-wrap:anywhere}
+label.option{display:flex;gap:.75rem;align-items:flex-start;margin:.5rem 0;padding:.7rem .9rem;border:1px solid var(--border);border-radius:10px;font-weight:400;cursor:pointer;background:var(--card)}
+label.option:has(input:checked){border-color:var(--accent);box-shadow:inset 0 0 0 1px var(--accent)}
+label.option:has(input:focus-visible){outline:3px solid var(--accent);outline-offset:2px}
+label.option.off{cursor:not-allowed;opacity:.65;border-style:dashed}
+label.option input{flex:none;width:1.2rem;height:1.2rem;margin:.2rem 0 0;accent-color:var(--accent)}
+label.option span{min-width:0}
+label.option strong{display:block;overflow-wrap:anywhere}
+label.option small{display:block;color:var(--muted);font-size:.88rem}
+.server{margin:.9rem 0 0;padding:.1rem 0 0}
+.server+.server{border-top:1px solid var(--border);padding-top:.8rem}
+.url{display:block;margin:0 0 .2rem;font-size:.95rem;font-weight:600}
+.none{margin:.35rem 0;font-size:.92rem;color:var(--muted)}
+.then{margin:1.4rem 0 0;font-size:.92rem;color:var(--muted);overflow-wrap:anywhere}
+.review .actions{margin-top:1rem}
+.review .actions button{flex:1 1 9rem;min-height:2.9rem;font-weight:600}
+button.danger{border-color:var(--danger)}
+button:disabled{opacity:.5;cursor:not-allowed}
+.foot{border-top:1px solid var(--border);padding:.9rem 1.5rem;font-size:.88rem;color:var(--muted);overflow-wrap:anywhere}
+.outcome{text-align:center;padding:2rem 1.5rem}
+.outcome .icon{width:3.5rem;height:3.5rem;margin:0 auto 1rem;border-radius:50%;display:grid;place-items:center;font-size:1.8rem;font-weight:700;color:#fff;background:var(--muted)}
+.outcome .icon.ok{background:#1a7f37}.outcome .icon.no{background:var(--danger)}
+.outcome p{overflow-wrap:anywhere}
+@media (max-width:30rem){main{margin:0 auto;padding:0}.card.review,.card.outcome{border-radius:0;border-left:0;border-right:0}.app{padding:1.1rem 1rem .8rem}.timer,.alert{margin-left:1rem;margin-right:1rem}.review form{padding:0 1rem 1.1rem}.foot{padding:.8rem 1rem}.review h1{font-size:1.2rem}.monogram{width:2.75rem;height:2.75rem;font-size:1.25rem}}
+`);
+
+const styleTag = (nonce: string) => html`<style nonce="${nonce}">${STYLE}</style>`;
+
+/** Counts down from the server's expires_in_seconds on the monotonic clock; at zero the buttons stop. */
+const COUNTDOWN_SCRIPT = `(function(){
+var t=document.getElementById('time-left'),box=document.getElementById('timer'),form=document.getElementById('review-form');
+if(!form)return;
+var sent=false;form.addEventListener('submit',function(e){if(sent){e.preventDefault();return}sent=true;form.setAttribute('aria-busy','true')});
+if(!t)return;
+var end=performance.now()+Number(t.getAttribute('data-seconds'))*1000;
+function fmt(s){var m=Math.floor(s/60),r=s%60;return m+':'+(r<10?'0':'')+r}
+function over(){box.classList.add('soon');document.getElementById('timer-label').textContent='This request has expired.';t.hidden=true;
+var b=form.querySelectorAll('button');for(var i=0;i<b.length;i++)b[i].disabled=true;document.getElementById('expired-note').hidden=false}
+function tick(){var left=end-performance.now(),s=Math.max(0,Math.ceil(left/1000));t.textContent=fmt(s);t.setAttribute('datetime','PT'+s+'S');
+if(s<=60)box.classList.add('soon');if(s<=0){over();return}setTimeout(tick,(left%1000)||1000)}
+tick()})();`;
+
+/** The popup's last page: it says what was decided, then closes itself (it was opened by the app's script). */
+const CLOSE_SCRIPT = `setTimeout(function(){window.close();setTimeout(function(){if(!window.closed){document.getElementById('close-note').textContent='This window could not close itself. You can close it now and go back to the app.'}},400)},1200);`;
+
+function appHeader(view: Pick<ReviewData, 'app_client_id'> & { app_name?: string; app_description?: string }, eyebrow: string, title: SafeHtml) {
+  const known = Boolean(view.app_name);
+  return html`<header class="app">
+<div class="monogram${known ? '' : ' unknown'}" aria-hidden="true">${monogram(view.app_name ?? view.app_client_id)}</div>
+<div><p class="eyebrow">${eyebrow}</p>
+<h1>${title}</h1>
+${view.app_description ? html`<p class="desc">${view.app_description}</p>` : ''}
+<p class="client">Client ID <code>${view.app_client_id}</code> ${known ? '' : html`<span class="badge warn">Not a registered app</span>`}</p>
+</div></header>`;
+}
+
+const appLabel = (view: { app_name?: string; app_client_id: string }) => view.app_name ?? view.app_client_id;
+
+interface Selection {
+  role?: AppRole;
+  instanceIds?: Set<string>;
+}
+
+interface ReviewOpts {
+  /** the redirect flow's destination, shown as text (never a link) */
+  redirectUrl?: string | null;
+  error?: AppError;
+  selection?: Selection;
+  status?: number;
+}
+
+function renderReview(ctx: AppContext, view: ReviewData, user: UserRecord, csrf: string, opts: ReviewOpts = {}): void {
+  const cap = view.max_grantable_role;
+  const offered = appRoles.slice(0, appRoles.indexOf(cap) + 1);
+  const role = opts.selection?.role && offered.includes(opts.selection.role) ? opts.selection.role : cap;
+  // Each URL starts with its first enabled instance ticked; after an error, with what was sent.
+  const picked = (instance: { id: string; enabled: boolean }, firstEnabled: string | undefined) =>
+    instance.enabled && (opts.selection?.instanceIds ? opts.selection.instanceIds.has(instance.id) : instance.id === firstEnabled);
+  const title = view.app_name
+    ? html`${view.app_name} wants to use your local AI`
+    : html`An unregistered app wants to use your local AI`;
+  const seconds = view.expires_in_seconds;
+
+  sendPage(
+    ctx,
+    opts.status ?? 200,
+    'Review access request',
+    (nonce) => html`${styleTag(nonce)}<div class="card review">
+${appHeader(view, 'Access request', title)}
+<p class="timer${seconds <= 60 ? ' soon' : ''}" id="timer"><span id="timer-label">Time left to decide:</span> <time id="time-left" role="timer" data-seconds="${seconds}" datetime="PT${seconds}S">${countdownText(seconds)}</time></p>
+${opts.error ? html`<p class="alert" role="alert" id="error">${opts.error.message}<small>Nothing was granted. Error: ${opts.error.code}</small></p>` : ''}
+<p class="alert" role="alert" id="expired-note" hidden>This request expired. Nothing was granted; go back to the app and try again.</p>
+<form method="post" action="${APPROVE_PATH}" id="review-form">
+<input type="hidden" name="id" value="${view.id}"><input type="hidden" name="_csrf" value="${csrf}">
+<fieldset><legend>Role</legend>
+<p class="hint">The app asked for <strong>${ROLES[view.requested_role].name}</strong>.${
+      cap !== view.requested_role ? html` You can grant at most <strong>${ROLES[cap].name}</strong> (your account is ${user.role.replace('_', ' ')}).` : ''
+    }</p>
+${offered.map(
+  (r) => html`<label class="option" for="role-${r}"><input type="radio" name="approved_role" id="role-${r}" value="${r}"${r === role ? html` checked` : ''}><span><strong>${ROLES[r].name}</strong><small>${ROLES[r].detail}</small></span></label>`,
+)}
+</fieldset>
+<fieldset><legend>MCP servers</legend>
+${view.mcp_servers.length === 0
+  ? html`<p class="none">This app did not ask for any MCP server.</p>`
+  : html`<p class="hint">Tick the instances of each server the app may use. A server with nothing ticked is not shared.</p>
+${view.mcp_servers.map((server, i) => {
+  const firstEnabled = server.instances.find((m) => m.enabled)?.id;
+  return html`<div class="server" role="group" aria-labelledby="server-${i}"><code class="url" id="server-${i}">${server.url}</code>
+${server.instances.length === 0
+  ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>svc mcp add --url ${server.url}</code> and reload.</p>`
+  : server.instances.map(
+      (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m, firstEnabled) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
+    )}
+</div>`;
+})}`}
+</fieldset>
+<p class="then">${view.flow_type === 'redirect' && opts.redirectUrl
+      ? html`When you decide, you go back to <code>${opts.redirectUrl}</code>.`
+      : html`When you decide, this window closes and the app carries on.`}</p>
+<div class="actions"><button type="submit" class="danger" formaction="${DENY_PATH}" id="deny">Deny</button><button type="submit" class="primary" id="approve">Approve</button></div>
+</form>
+<p class="foot">Signed in as <strong>${user.username}</strong> · <a href="/ui/logout">Log out</a> · Request <code>${view.id}</code></p>
+</div>`,
+    COUNTDOWN_SCRIPT,
+  );
+}
+
+type Gone = 'unknown' | AccessRequestRecord['status'];
+
+const GONE: Record<Exclude<Gone, 'draft'>, { eyebrow: string; title: string; text: string; status: number }> = {
+  unknown: {
+    eyebrow: 'Access request',
+    title: 'No such access request',
+    text: 'This link does not match any request here. It may be mistyped, or it belongs to another svc. Ask the app to start again.',
+    status: 404,
+  },
+  expired: {
+    eyebrow: 'Access request expired',
+    title: 'This request has expired',
+    text: 'Requests wait 10 minutes for a decision. Nothing was granted; go back to the app and try again.',
+    status: 410,
+  },
+  approved: { eyebrow: 'Already decided', title: 'This request was already approved', text: 'There is nothing left to decide here.', status: 409 },
+  denied: { eyebrow: 'Already decided', title: 'This request was already denied', text: 'There is nothing left to decide here.', status: 409 },
+  revoked: { eyebrow: 'Already decided', title: 'This access was approved and later revoked', text: 'The app must ask again to get access.', status: 409 },
+  failed: { eyebrow: 'Access request failed', title: 'This request could not be processed', text: 'Nothing was granted; go back to the app and try again.', status: 409 },
+};
+
+/** A clear page for a request that cannot be reviewed: unknown, expired or already decided. */
+function renderGone(ctx: AppContext, kind: Exclude<Gone, 'draft'>, record?: AccessRequestRecord, info?: { name?: string; description?: string }, status?: number): void {
+  const g = GONE[kind];
+  sendPage(ctx, status ?? g.status, g.title, (nonce) => html`${styleTag(nonce)}<div class="card review">
+${record
+  ? appHeader({ app_client_id: record.app_client_id, app_name: info?.name, app_description: info?.description }, g.eyebrow, html`${g.title}`)
+  : html`<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div><p class="eyebrow">${g.eyebrow}</p><h1>${g.title}</h1></div></header>`}
+<p class="alert" role="alert" id="state" data-state="${kind}">${g.text}</p>
+<p class="foot"><a href="/ui">Back to svc</a></p>
+</div>`);
+}
+
+function renderSignedOut(ctx: AppContext, id: string): void {
+  sendPage(ctx, 401, 'Log in to decide', (nonce) => html`${styleTag(nonce)}<div class="card review">
+<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div><p class="eyebrow">Access request</p><h1>Log in to decide</h1></div></header>
+<p class="alert" role="alert">You are not logged in (any more), so nothing was decided.</p>
+<p class="foot"><a href="${loginHref(id)}">Log in and review the request again</a></p>
+</div>`);
+}
+
+function renderOutcome(ctx: AppContext, record: AccessRequestRecord, info: { name?: string } | undefined): void {
+  const approved = record.status === 'approved';
+  const app = info?.name ?? record.app_client_id;
+  const instances = (record.approved?.mcp_servers ?? []).reduce((n, s) => n + s.instance_ids.length, 0);
+  const title = approved ? 'Access approved' : 'Access denied';
+  sendPage(
+    ctx,
+    200,
+    title,
+    (nonce) => html`${styleTag(nonce)}<div class="card outcome" id="outcome" data-status="${record.status}">
+<div class="icon ${approved ? 'ok' : 'no'}" aria-hidden="true">${approved ? '✓' : '✕'}</div>
+<h1>${title}</h1>
+<p>${approved
+      ? html`<strong>${app}</strong> may now use your local AI as <strong>${ROLES[record.approved_role!].name}</strong>${
+          instances ? html`, with ${plural(instances, 'MCP instance')}` : html`, with no MCP server`
+        }.`
+      : html`<strong>${app}</strong> was not given access.`}</p>
+<p class="muted" id="close-note" role="status">This window closes by itself. If it stays open, close it and go back to the app.</p>
+</div>`,
+    CLOSE_SCRIPT,
+  );
+}
+
+/**
+ * Mounts the review page and its Approve and Deny form posts. The posts are guarded by
+ * sameOriginOnly (answered with a page here rather than JSON), then by the session's CSRF token.
+ */
+export function mountReviewUi(
+  router: Router<AppState>,
+  deps: AppDeps,
+  requests: AccessRequestsService,
+  ownedInstances: (user: UserRecord) => McpInstanceRecord[],
+  sameOrigin: Middleware<AppState>,
+): void {
+  const sameOriginPage: Middleware<AppState> = async (ctx, next) => {
+    let passed = false;
+    try {
+      await sameOrigin(ctx, () => {
+        passed = true;
+        return Promise.resolve();
+      });
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status >= 500) throw err;
+      sendPage(ctx, err.status, 'Refused', (nonce) => html`${styleTag(nonce)}<div class="card review">
+<header class="app"><div class="monogram unknown" aria-hidden="true">!</div><div><p class="eyebrow">Access request</p><h1>Refused: this form came from another site</h1></div></header>
+<p class="alert" role="alert" id="state" data-state="cross_origin">Decisions can only be made on svc's own review page. Nothing was decided.</p>
+<p class="foot"><a href="/ui">Back to svc</a></p></div>`);
+      return;
+    }
+    if (passed) await next();
+  };
+
+  /** Loads what the page needs, or answers with the right page itself (and returns undefined). */
+  function load(ctx: AppContext, id: string, user: UserRecord): { record: AccessRequestRecord; view: ReviewData } | undefined {
+    const record = requests.get(id);
+    if (!record) {
+      renderGone(ctx, 'unknown');
+      return undefined;
+    }
+    const info = requests.appInfoFor(record);
+    if (record.status !== 'draft') {
+      // A decided request another reviewer made is not theirs to see in detail: only that it is decided.
+      renderGone(ctx, record.status, record, requests.visibleTo(record, user) ? info : undefined);
+      return undefined;
+    }
+    return { record, view: reviewView(requests, record, user, deps.clock(), ownedInstances(user)) };
+  }
+
+  router.get(REVIEW_PATH, async function showReview(ctx) {
+    const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
+    const user = sessionUser(ctx, deps);
+    if (!user) {
+      ctx.status = 303;
+      ctx.redirect(loginHref(id));
+      ctx.status = 303;
+      return;
+    }
+    const loaded = load(ctx, id, user);
+    if (loaded) renderReview(ctx, loaded.view, user, csrfToken(ctx) ?? '', { redirectUrl: loaded.record.redirect_url });
+  });
+
+  /** What both posts share: same origin, a session, the session's CSRF token, a reviewable request. */
+  async function decide(ctx: AppContext, decision: (user: UserRecord, record: AccessRequestRecord, form: Form) => Promise<AccessRequestRecord>, selection: (form: Form, record: AccessRequestRecord) => Selection) {
+    const form = formOf(ctx);
+    const id = typeof form.id === 'string' ? form.id.slice(0, 100) : '';
+    const user = sessionUser(ctx, deps);
+    if (!user) return renderSignedOut(ctx, id);
+    const record = requests.get(id);
+    if (!record) return renderGone(ctx, 'unknown');
+    const csrf = csrfToken(ctx) ?? '';
+    if (!sameToken(form._csrf, csrf)) {
+      const loaded = load(ctx, id, user);
+      if (loaded) {
+        const stale = new AppError(403, 'forbidden_error', 'invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
+        renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selection(form, record) });
+      }
+      return;
+    }
+    let decided: AccessRequestRecord;
+    try {
+      decided = await decision(user, record, form);
+    } catch (err) {
+      if (!(err instanceof AppError) || !err.expose) throw err;
+      const fresh = requests.get(id);
+      if (err.code === 'expired' || err.code === 'already_processed' || !fresh || fresh.status !== 'draft') {
+        const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
+        return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh && requests.visibleTo(fresh, user) ? requests.appInfoFor(fresh) : undefined, err.status);
+      }
+      const view = reviewView(requests, fresh, user, deps.clock(), ownedInstances(user));
+      return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record) });
+    }
+    const redirect = decided.flow_type === 'redirect' ? decisionRedirect(decided) : undefined;
+    if (redirect) {
+      ctx.status = 303;
+      ctx.redirect(redirect);
+      ctx.status = 303;
+      return;
+    }
+    renderOutcome(ctx, decided, requests.appInfoFor(decided));
+  }
+
+  const selectionOf = (form: Form, record: AccessRequestRecord): Selection => ({
+    role: appRoles.find((r) => r === form.approved_role),
+    instanceIds: new Set(record.requested.mcp_servers.flatMap((_s, i) => strings(form[`mcp_${i}`]))),
+  });
+
+  router.post(APPROVE_PATH, sameOriginPage, async function approveFromPage(ctx) {
+    await decide(
+      ctx,
+      async (user, record, form) => {
+        const parsed = approveBody.safeParse({
+          approved_role: form.approved_role,
+          approved: {
+            version: '1',
+            mcp_servers: record.requested.mcp_servers
+              .map((s, i) => ({ url: s.url, instance_ids: [...new Set(strings(form[`mcp_${i}`]))] }))
+              .filter((s) => s.instance_ids.length > 0),
+          },
+        });
+        if (!parsed.success) {
+          throw new AppError(400, 'invalid_request_error', 'invalid_body', typeof form.approved_role === 'string' ? 'That choice could not be read; check it and try again.' : 'Choose a role to approve.');
+        }
+        const approved = await requests.approve(user, record.id, parsed.data);
+        deps.logger.info({ accessRequest: approved.id, user: user.id, role: approved.approved_role }, 'access request approved (browser)');
+        return approved;
+      },
+      selectionOf,
+    );
+  });
+
+  router.post(DENY_PATH, sameOriginPage, async function denyFromPage(ctx) {
+    await decide(
+      ctx,
+      async (user, record) => {
+        const denied = await requests.deny(user, record.id);
+        deps.logger.info({ accessRequest: denied.id, user: user.id }, 'access request denied (browser)');
+        return denied;
+      },
+      selectionOf,
+    );
+  });
+}
