@@ -74,7 +74,7 @@ export const fmt = (n, digits = 3) => (Number.isFinite(n) ? n.toFixed(digits) : 
  * A real `svc serve` (its own process, temp data dir, file-held master key) with a provider,
  * an OAuth client, an approved grant and an access token from the real authorization-code flow.
  */
-export async function startSvcWithToken({ upstreamUrl, role = 'scope_user_user', env = {}, nodeArgs = [] }) {
+export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_user_user', env = {}, nodeArgs = [] }) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
   const daemon = await startProcess([...nodeArgs, 'bin/svc.js', 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], {
     env: { SVC_KEYCHAIN: 'file', SVC_RATE_LIMIT_CLIENT: '0', SVC_RATE_LIMIT_ADDRESS: '0', ...env },
@@ -98,11 +98,14 @@ export async function startSvcWithToken({ upstreamUrl, role = 'scope_user_user',
     return res;
   };
   await call('POST', '/svc/v1/auth/login', { username: 'admin', password });
-  await call('POST', '/svc/v1/providers', { name: 'bench', base_url: upstreamUrl });
+  if (upstreamUrl) await call('POST', '/svc/v1/providers', { name: 'bench', base_url: upstreamUrl });
+  const instanceId = mcpUrl ? (await (await call('POST', '/svc/v1/mcps', { name: 'bench', url: mcpUrl })).json()).instance.id : undefined;
   const redirect = 'http://127.0.0.1:65011/cb';
   const client = await (await call('POST', '/admin/v1/clients', { name: 'bench', redirect_uris: [redirect] })).json();
-  const created = await (await call('POST', '/svc/v1/apps/request-access', { app_client_id: client.client.client_id, flow_type: 'popup', requested_role: role, requested: { version: '1' } })).json();
-  const approved = await (await call('PUT', `/svc/v1/access-requests/${created.id}/approve`, { approved_role: role })).json();
+  const created = await (await call('POST', '/svc/v1/apps/request-access', { app_client_id: client.client.client_id, flow_type: 'popup', requested_role: role, requested: { version: '1', mcp_servers: mcpUrl ? [{ url: mcpUrl }] : [] } })).json();
+  const approved = await (
+    await call('PUT', `/svc/v1/access-requests/${created.id}/approve`, { approved_role: role, approved: { version: '1', mcp_servers: mcpUrl ? [{ url: mcpUrl, instance_ids: [instanceId] }] : [] } })
+  ).json();
   const config = await oidc.discovery(new URL(`${base}/oauth`), client.client.client_id, undefined, oidc.ClientSecretBasic(client.client_secret), { execute: [oidc.allowInsecureRequests] });
   const verifier = oidc.randomPKCECodeVerifier();
   let url = oidc.buildAuthorizationUrl(config, { redirect_uri: redirect, scope: approved.access_request_scope, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).href;
@@ -120,6 +123,7 @@ export async function startSvcWithToken({ upstreamUrl, role = 'scope_user_user',
     base,
     pid: daemon.child.pid,
     token: tokens.access_token,
+    instanceId,
     async close() {
       await stop(daemon.child);
       rmSync(dataDir, { recursive: true, force: true });

@@ -1,0 +1,53 @@
+// A tools/call through svc's Streamable HTTP MCP proxy against the same MCP server called
+// directly, in one run, interleaved.
+import { fmt, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+
+export const name = 'mcp';
+export const description = 'tools/call through the MCP proxy against the same MCP SDK server called directly (interleaved)';
+
+const TARGET_P50_ADDED_MS = 1;
+const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } });
+const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' };
+
+export default async function runMcpBench(report) {
+  const quick = process.env.BENCH_QUICK === '1';
+  const upstream = await startProcess(['bench/lib/mcp-server.js']);
+  const mcpUrl = `http://127.0.0.1:${upstream.match[1]}/mcp`;
+  const svc = await startSvcWithToken({ mcpUrl });
+  const direct = { url: mcpUrl, headers };
+  const proxied = { url: `${svc.base}/svc/v1/apps/mcps/${svc.instanceId}/mcp`, headers: { ...headers, Authorization: `Bearer ${svc.token}` } };
+  const rounds = quick ? 300 : 1500;
+  try {
+    for (let i = 0; i < 200; i++) {
+      await request(direct.url, { method: 'POST', headers: direct.headers, body });
+      await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+    }
+    const d = [];
+    const s = [];
+    let errors = 0;
+    for (let i = 0; i < rounds; i++) {
+      const a = await request(direct.url, { method: 'POST', headers: direct.headers, body });
+      const b = await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+      if (a.status !== 200 || b.status !== 200) errors++;
+      d.push(a.total);
+      s.push(b.total);
+    }
+    d.sort((x, y) => x - y);
+    s.sort((x, y) => x - y);
+    const p50 = { direct: percentile(d, 50), svc: percentile(s, 50) };
+    const p99 = { direct: percentile(d, 99), svc: percentile(s, 99) };
+    report?.line(`  ${rounds} interleaved tools/call rounds, ${errors} errors`);
+    report?.stat('p99 added (ms)', `${fmt(p99.svc - p99.direct)} (direct ${fmt(p99.direct)}, svc ${fmt(p99.svc)})`);
+    return [
+      {
+        label: 'tools/call p50 added latency (ms)',
+        value: `${fmt(p50.svc - p50.direct)} (direct ${fmt(p50.direct)}, svc ${fmt(p50.svc)}, ratio ${fmt(p50.svc / p50.direct, 2)}x)`,
+        target: `<= ${TARGET_P50_ADDED_MS}`,
+        pass: p50.svc - p50.direct <= TARGET_P50_ADDED_MS && errors === 0,
+      },
+    ];
+  } finally {
+    await svc.close();
+    await stop(upstream.child);
+  }
+}
