@@ -16,7 +16,8 @@ export function safeNext(next: unknown, baseUrl: string): string {
   try {
     const base = new URL(baseUrl);
     const url = new URL(next, base);
-    if (url.origin !== base.origin) return DEFAULT_NEXT;
+    // Dot segments can collapse into `//host`, which a browser reads as another origin.
+    if (url.origin !== base.origin || url.pathname.startsWith('//') || url.pathname.includes('\\')) return DEFAULT_NEXT;
     return `${url.pathname}${url.search}`;
   } catch {
     return DEFAULT_NEXT;
