@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
 import { fmt, peakRssMiB, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
@@ -38,6 +39,13 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
       await request(direct.url, { method: 'POST', headers: direct.headers, body });
       await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
     }
+    // Peak RSS while serving: forget the start-up peak (key generation, scrypt at login), keep the load's.
+    try {
+      writeFileSync(`/proc/${svc.pid}/clear_refs`, '5');
+    } catch {
+      /* not Linux, or not allowed: the lifetime peak is reported */
+    }
+    const startupPeak = peakRssMiB(svc.pid);
     // latency, interleaved so both paths see the same machine state
     const d = [];
     const s = [];
@@ -83,7 +91,7 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
     row('chat p99 added latency (ms)', `${fmt(p99.svc - p99.direct)}  (direct ${fmt(p99.direct)}, svc ${fmt(p99.svc)}, ratio ${fmt(p99.svc / p99.direct, 2)}x)`, `<= ${TARGETS.p99AddedMs}`, p99.svc - p99.direct <= TARGETS.p99AddedMs);
     row('throughput at 16 in flight (req/s)', `svc ${fmt(rpsSvc, 0)} vs direct ${fmt(rpsDirect, 0)}: ratio ${fmt(rpsSvc / rpsDirect, 2)}, difference ${fmt(rpsSvc - rpsDirect, 0)}, errors ${errors}`, `>= ${TARGETS.throughputRatio} and 0 errors`, rpsSvc / rpsDirect >= TARGETS.throughputRatio && errors === 0);
     row('first streamed chunk p50, added (ms)', `${fmt(ttfc.svc - ttfc.direct)}  (direct ${fmt(ttfc.direct)}, svc ${fmt(ttfc.svc)}, ratio ${fmt(ttfc.svc / ttfc.direct, 2)}x)`, `<= ${TARGETS.ttfcAddedMs}`, ttfc.svc - ttfc.direct <= TARGETS.ttfcAddedMs);
-    row('daemon peak RSS (MiB)', fmt(rss, 1), `<= ${TARGETS.rssMiB}`, rss <= TARGETS.rssMiB);
+    row('daemon peak RSS while serving (MiB)', `${fmt(rss, 1)} (start-up peak before the load ${fmt(startupPeak, 1)})`, `<= ${TARGETS.rssMiB}`, rss <= TARGETS.rssMiB);
   } finally {
     await svc.close();
     await stop(upstream.child);

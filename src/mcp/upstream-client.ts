@@ -1,6 +1,4 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { AppError } from '../errors.js';
 import { upstreamTimeout, upstreamUnavailable } from '../proxy/upstream.js';
@@ -34,6 +32,12 @@ export function mcpError(err: unknown): AppError {
  * HTTP+SSE transport when the server only speaks that, runs `fn`, and closes the client.
  */
 export async function withMcpClient<T>(target: McpTarget, fn: (client: Client, timeoutMs: number) => Promise<T>): Promise<T> {
+  // The SDK client is loaded on first use: a daemon whose apps never call tools does not carry it.
+  const [{ Client }, { SSEClientTransport }, { StreamableHTTPClientTransport }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/sse.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ]);
   const timeoutMs = target.timeoutMs ?? MCP_TIMEOUT_MS;
   const url = new URL(target.url);
   const requestInit = { headers: target.headers };

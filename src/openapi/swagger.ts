@@ -3,7 +3,6 @@ import { createReadStream, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Middleware } from 'koa';
-import { koaSwagger } from 'koa2-swagger-ui';
 import type { AppState } from '../http/context.js';
 
 export const SWAGGER_ROUTE = '/swagger-ui';
@@ -33,7 +32,9 @@ const ASSETS: Record<string, { file: string; type: string }> = {
  * cut out of the rendered page (swagger-ui falls back to its own font stacks), and the page's CSP
  * keeps the browser from fetching anything that is not on this origin.
  */
-function renderPage(specUrl: string): { html: string; csp: string } {
+async function renderPage(specUrl: string): Promise<{ html: string; csp: string }> {
+  // Loaded on the first visit only: most daemons never show the page, and it is a few MiB.
+  const { koaSwagger } = await import('koa2-swagger-ui');
   const ui = koaSwagger({
     routePrefix: SWAGGER_ROUTE,
     title: 'svc API',
@@ -65,15 +66,16 @@ function renderPage(specUrl: string): { html: string; csp: string } {
 
 /** `GET /swagger-ui` (the page) and `GET /swagger-ui/assets/<version>/<file>` (swagger-ui-dist, no CDN). */
 export function swaggerUi(specUrl: string): Middleware<AppState> {
-  let page: { html: string; csp: string } | null = null;
+  let page: Promise<{ html: string; csp: string }> | null = null;
   const assetPrefix = `${SWAGGER_ASSETS}/`;
   return async function serveSwaggerUi(ctx, next) {
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
     if (ctx.path === SWAGGER_ROUTE || ctx.path === `${SWAGGER_ROUTE}/`) {
       page ??= renderPage(specUrl);
-      ctx.set('Content-Security-Policy', page.csp);
+      const { csp, html } = await page;
+      ctx.set('Content-Security-Policy', csp);
       ctx.type = 'text/html; charset=utf-8';
-      ctx.body = page.html;
+      ctx.body = html;
       return;
     }
     if (ctx.path.startsWith(assetPrefix)) {

@@ -1,4 +1,4 @@
-import { useApp, useInput, useStdout } from 'ink';
+import { type Key, useApp, useInput, useStdout } from 'ink';
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { createActions, UIActionsProvider } from './actions.js';
 import { App } from './App.js';
@@ -19,6 +19,9 @@ export interface ReviewAppProps {
   width?: number;
   height?: number;
 }
+
+type KeyPress = Pick<Key, 'upArrow' | 'downArrow' | 'pageUp' | 'pageDown' | 'return' | 'escape'>;
+const NO_KEY: KeyPress = { upArrow: false, downArrow: false, pageUp: false, pageDown: false, return: false, escape: false };
 
 function useTerminalSize(fixedWidth?: number, fixedHeight?: number) {
   const { stdout } = useStdout();
@@ -66,7 +69,7 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [pollMs, tickMs]);
 
-  useInput((input, key) => {
+  const onKey = (input: string, key: KeyPress) => {
     const s = stateRef.current;
     if (input === 'q') return actions.quit();
     if (key.escape) return s.screen === 'detail' ? actions.back() : actions.dispatch({ type: 'notice', notice: null });
@@ -85,6 +88,15 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
     if (input === 'r') return actions.cycleRole();
     if (input === 'a') return void actions.approve();
     if (input === 'd') return void actions.deny();
+  };
+
+  useInput((input, key) => {
+    // Keys typed faster than a read (or sent in one go) arrive as one string: take them one by one.
+    if (input.length > 1 && !key.ctrl && !key.meta) {
+      for (const ch of input) onKey(ch === '\r' || ch === '\n' ? '' : ch, { ...NO_KEY, return: ch === '\r' || ch === '\n' });
+      return;
+    }
+    onKey(input, key);
   });
 
   return (

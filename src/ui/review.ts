@@ -68,7 +68,8 @@ main{max-width:44rem;margin:1.5rem auto}
 .app{display:flex;gap:1rem;align-items:flex-start;padding:1.5rem 1.5rem 1rem}
 .monogram{flex:none;width:3.25rem;height:3.25rem;border-radius:14px;display:grid;place-items:center;font-weight:700;font-size:1.5rem;background:var(--accent);color:#fff;overflow:hidden}
 .monogram.unknown{background:var(--muted)}
-.app>div{min-width:0;flex:1}
+.who{min-width:0;flex:1}
+.review code{word-break:normal;overflow-wrap:anywhere}
 .eyebrow{margin:0;font-size:.78rem;letter-spacing:.06em;text-transform:uppercase;color:var(--muted);font-weight:600}
 .review h1{margin:.15rem 0 .4rem;font-size:1.4rem;line-height:1.3;overflow-wrap:anywhere}
 .desc{margin:.25rem 0 .5rem;overflow-wrap:anywhere;white-space:pre-line}
@@ -80,11 +81,14 @@ main{max-width:44rem;margin:1.5rem auto}
 .timer.soon{border-color:var(--danger);color:var(--danger)}
 .alert{margin:1rem 1.5rem 0;padding:.75rem 1rem;border-radius:10px;border:1px solid var(--danger);color:var(--danger);font-weight:600;overflow-wrap:anywhere}
 .alert small{display:block;font-weight:400}
+.notice{margin:1rem 1.5rem 1.25rem;padding:.75rem 1rem;border-radius:10px;border:1px solid var(--border);background:var(--bg);overflow-wrap:anywhere}
 .review form{padding:0 1.5rem 1.5rem;margin:0}
 fieldset{border:0;padding:0;margin:1.4rem 0 0;min-width:0}
 legend{font-weight:700;font-size:1.05rem;padding:0;margin:0 0 .35rem}
 .hint{margin:0 0 .5rem;font-size:.92rem;color:var(--muted);overflow-wrap:anywhere}
-label.option{display:flex;gap:.75rem;align-items:flex-start;margin:.5rem 0;padding:.7rem .9rem;border:1px solid var(--border);border-radius:10px;font-weight:400;cursor:pointer;background:var(--card)}
+.choices{display:grid;gap:.5rem;margin:.5rem 0}
+@media (min-width:40rem){.choices{grid-template-columns:repeat(auto-fill,minmax(17rem,1fr))}}
+label.option{display:flex;gap:.75rem;align-items:flex-start;margin:0;padding:.7rem .9rem;border:1px solid var(--border);border-radius:10px;font-weight:400;cursor:pointer;background:var(--card)}
 label.option:has(input:checked){border-color:var(--accent);box-shadow:inset 0 0 0 1px var(--accent)}
 label.option:has(input:focus-visible){outline:3px solid var(--accent);outline-offset:2px}
 label.option.off{cursor:not-allowed;opacity:.65;border-style:dashed}
@@ -132,7 +136,7 @@ function appHeader(view: Pick<ReviewData, 'app_client_id'> & { app_name?: string
   const known = Boolean(view.app_name);
   return html`<header class="app">
 <div class="monogram${known ? '' : ' unknown'}" aria-hidden="true">${monogram(view.app_name ?? view.app_client_id)}</div>
-<div><p class="eyebrow">${eyebrow}</p>
+<div class="who"><p class="eyebrow">${eyebrow}</p>
 <h1>${title}</h1>
 ${view.app_description ? html`<p class="desc">${view.app_description}</p>` : ''}
 <p class="client">Client ID <code>${view.app_client_id}</code> ${known ? '' : html`<span class="badge warn">Not a registered app</span>`}</p>
@@ -181,9 +185,9 @@ ${opts.error ? html`<p class="alert" role="alert" id="error">${opts.error.messag
 <p class="hint">The app asked for <strong>${ROLES[view.requested_role].name}</strong>.${
       cap !== view.requested_role ? html` You can grant at most <strong>${ROLES[cap].name}</strong> (your account is ${user.role.replace('_', ' ')}).` : ''
     }</p>
-${offered.map(
+<div class="choices">${offered.map(
   (r) => html`<label class="option" for="role-${r}"><input type="radio" name="approved_role" id="role-${r}" value="${r}"${r === role ? html` checked` : ''}><span><strong>${ROLES[r].name}</strong><small>${ROLES[r].detail}</small></span></label>`,
-)}
+)}</div>
 </fieldset>
 <fieldset><legend>MCP servers</legend>
 ${view.mcp_servers.length === 0
@@ -194,9 +198,9 @@ ${view.mcp_servers.map((server, i) => {
   return html`<div class="server" role="group" aria-labelledby="server-${i}"><code class="url" id="server-${i}">${server.url}</code>
 ${server.instances.length === 0
   ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>svc mcp add --url ${server.url}</code> and reload.</p>`
-  : server.instances.map(
+  : html`<div class="choices">${server.instances.map(
       (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m, firstEnabled) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
-    )}
+    )}</div>`}
 </div>`;
 })}`}
 </fieldset>
@@ -209,6 +213,24 @@ ${server.instances.length === 0
 </div>`,
     COUNTDOWN_SCRIPT,
   );
+  if (view.flow_type === 'redirect' && opts.redirectUrl) allowFormRedirectTo(ctx, opts.redirectUrl);
+}
+
+/**
+ * Browsers apply CSP form-action to the redirect that answers a form post, so in the redirect flow
+ * the page also allows the app's redirect origin (an http(s) origin: nothing that can break out of
+ * the directive); everything else stays 'self'.
+ */
+function allowFormRedirectTo(ctx: AppContext, redirectUrl: string): void {
+  let origin: string;
+  try {
+    origin = new URL(redirectUrl).origin;
+  } catch {
+    return;
+  }
+  if (!/^https?:\/\/[a-z0-9.\-[\]:]+$/i.test(origin)) return;
+  const policy = ctx.response.get('Content-Security-Policy');
+  ctx.set('Content-Security-Policy', policy.replace("form-action 'self'", `form-action 'self' ${origin}`));
 }
 
 type Gone = 'unknown' | AccessRequestRecord['status'];
@@ -238,15 +260,15 @@ function renderGone(ctx: AppContext, kind: Exclude<Gone, 'draft'>, record?: Acce
   sendPage(ctx, status ?? g.status, g.title, (nonce) => html`${styleTag(nonce)}<div class="card review">
 ${record
   ? appHeader({ app_client_id: record.app_client_id, app_name: info?.name, app_description: info?.description }, g.eyebrow, html`${g.title}`)
-  : html`<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div><p class="eyebrow">${g.eyebrow}</p><h1>${g.title}</h1></div></header>`}
-<p class="alert" role="alert" id="state" data-state="${kind}">${g.text}</p>
+  : html`<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div class="who"><p class="eyebrow">${g.eyebrow}</p><h1>${g.title}</h1></div></header>`}
+<p class="notice" role="status" id="state" data-state="${kind}">${g.text}</p>
 <p class="foot"><a href="/ui">Back to svc</a></p>
 </div>`);
 }
 
 function renderSignedOut(ctx: AppContext, id: string): void {
   sendPage(ctx, 401, 'Log in to decide', (nonce) => html`${styleTag(nonce)}<div class="card review">
-<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div><p class="eyebrow">Access request</p><h1>Log in to decide</h1></div></header>
+<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div class="who"><p class="eyebrow">Access request</p><h1>Log in to decide</h1></div></header>
 <p class="alert" role="alert">You are not logged in (any more), so nothing was decided.</p>
 <p class="foot"><a href="${loginHref(id)}">Log in and review the request again</a></p>
 </div>`);
@@ -296,7 +318,7 @@ export function mountReviewUi(
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       sendPage(ctx, err.status, 'Refused', (nonce) => html`${styleTag(nonce)}<div class="card review">
-<header class="app"><div class="monogram unknown" aria-hidden="true">!</div><div><p class="eyebrow">Access request</p><h1>Refused: this form came from another site</h1></div></header>
+<header class="app"><div class="monogram unknown" aria-hidden="true">!</div><div class="who"><p class="eyebrow">Access request</p><h1>Refused: this form came from another site</h1></div></header>
 <p class="alert" role="alert" id="state" data-state="cross_origin">Decisions can only be made on svc's own review page. Nothing was decided.</p>
 <p class="foot"><a href="/ui">Back to svc</a></p></div>`);
       return;
@@ -313,8 +335,7 @@ export function mountReviewUi(
     }
     const info = requests.appInfoFor(record);
     if (record.status !== 'draft') {
-      // A decided request another reviewer made is not theirs to see in detail: only that it is decided.
-      renderGone(ctx, record.status, record, requests.visibleTo(record, user) ? info : undefined);
+      renderGone(ctx, record.status, record, info);
       return undefined;
     }
     return { record, view: reviewView(requests, record, user, deps.clock(), ownedInstances(user)) };
@@ -358,7 +379,7 @@ export function mountReviewUi(
       const fresh = requests.get(id);
       if (err.code === 'expired' || err.code === 'already_processed' || !fresh || fresh.status !== 'draft') {
         const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
-        return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh && requests.visibleTo(fresh, user) ? requests.appInfoFor(fresh) : undefined, err.status);
+        return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? requests.appInfoFor(fresh) : undefined, err.status);
       }
       const view = reviewView(requests, fresh, user, deps.clock(), ownedInstances(user));
       return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record) });
