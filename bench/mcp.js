@@ -1,6 +1,6 @@
 // A tools/call through svc's Streamable HTTP MCP proxy against the same MCP server called
 // directly, in one run, interleaved.
-import { fmt, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { fmt, interleaved, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
 export const name = 'mcp';
 export const description = 'tools/call through the MCP proxy against the same MCP SDK server called directly (interleaved)';
@@ -22,20 +22,7 @@ export default async function runMcpBench(report) {
       await request(direct.url, { method: 'POST', headers: direct.headers, body });
       await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
     }
-    const d = [];
-    const s = [];
-    let errors = 0;
-    for (let i = 0; i < rounds; i++) {
-      const a = await request(direct.url, { method: 'POST', headers: direct.headers, body });
-      const b = await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
-      if (a.status !== 200 || b.status !== 200) errors++;
-      d.push(a.total);
-      s.push(b.total);
-    }
-    d.sort((x, y) => x - y);
-    s.sort((x, y) => x - y);
-    const p50 = { direct: percentile(d, 50), svc: percentile(s, 50) };
-    const p99 = { direct: percentile(d, 99), svc: percentile(s, 99) };
+    const { p50, p99, errors } = await interleaved(direct, proxied, body, rounds);
     report?.line(`  ${rounds} interleaved tools/call rounds, ${errors} errors`);
     report?.stat('p99 added (ms)', `${fmt(p99.svc - p99.direct)} (direct ${fmt(p99.direct)}, svc ${fmt(p99.svc)})`);
     return [

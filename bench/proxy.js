@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
-import { fmt, peakRssMiB, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { fmt, interleaved, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
 const TARGETS = { p50AddedMs: 0.5, p99AddedMs: 2, throughputRatio: 0.6, ttfcAddedMs: 1, rssMiB: 150 };
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
@@ -46,32 +46,9 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
       /* not Linux, or not allowed: the lifetime peak is reported */
     }
     const startupPeak = peakRssMiB(svc.pid);
-    // latency, interleaved so both paths see the same machine state
-    const d = [];
-    const s = [];
-    let latencyErrors = 0;
-    for (let i = 0; i < rounds; i++) {
-      const a = await request(direct.url, { method: 'POST', headers: direct.headers, body });
-      const b = await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
-      if (a.status !== 200 || b.status !== 200) latencyErrors++;
-      d.push(a.total);
-      s.push(b.total);
-    }
-    d.sort((x, y) => x - y);
-    s.sort((x, y) => x - y);
-    const p50 = { direct: percentile(d, 50), svc: percentile(s, 50) };
-    const p99 = { direct: percentile(d, 99), svc: percentile(s, 99) };
-
-    // time to first streamed chunk, interleaved
-    const td = [];
-    const ts = [];
-    for (let i = 0; i < (quick ? 100 : 400); i++) {
-      td.push((await request(direct.url, { method: 'POST', headers: direct.headers, body: streamBody })).firstByte);
-      ts.push((await request(proxied.url, { method: 'POST', headers: proxied.headers, body: streamBody })).firstByte);
-    }
-    td.sort((x, y) => x - y);
-    ts.sort((x, y) => x - y);
-    const ttfc = { direct: percentile(td, 50), svc: percentile(ts, 50) };
+    // latency and time to first streamed chunk, interleaved so both paths see the same machine state
+    const { p50, p99, errors: latencyErrors } = await interleaved(direct, proxied, body, rounds);
+    const { p50: ttfc } = await interleaved(direct, proxied, streamBody, quick ? 100 : 400, 'firstByte');
 
     // throughput at 16 in flight, alternating slices so neither path gets the quieter machine
     const slice = quick ? 1000 : 2500;

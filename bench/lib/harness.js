@@ -130,3 +130,27 @@ export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_use
     },
   };
 }
+
+/**
+ * The same POST sent to both paths in turn, `rounds` times, so both see the same machine state.
+ * Answers the p50 and p99 of `metric` ('total' or 'firstByte') for each path, and the errors.
+ */
+export async function interleaved(direct, proxied, body, rounds, metric = 'total') {
+  const d = [];
+  const s = [];
+  let errors = 0;
+  for (let i = 0; i < rounds; i++) {
+    const a = await request(direct.url, { method: 'POST', headers: direct.headers, body });
+    const b = await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+    if (a.status !== 200 || b.status !== 200) errors++;
+    d.push(a[metric]);
+    s.push(b[metric]);
+  }
+  d.sort((x, y) => x - y);
+  s.sort((x, y) => x - y);
+  return {
+    p50: { direct: percentile(d, 50), svc: percentile(s, 50) },
+    p99: { direct: percentile(d, 99), svc: percentile(s, 99) },
+    errors,
+  };
+}

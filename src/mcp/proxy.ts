@@ -1,8 +1,8 @@
-import { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
-import { AppError, payloadTooLarge } from '../errors.js';
+import { AppError } from '../errors.js';
+import { readRaw } from '../proxy/body.js';
 import type { AppContext } from '../http/context.js';
-import { callUpstream } from '../proxy/upstream.js';
+import { abortOnClientGone, callUpstream } from '../proxy/upstream.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import { toolAllowed } from './tools.js';
 
@@ -13,19 +13,6 @@ const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', '
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control', 'allow'];
 
 type JsonRpc = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown }; result?: { tools?: { name?: unknown }[] } };
-
-async function readRaw(ctx: AppContext): Promise<Buffer> {
-  const declared = Number(ctx.get('Content-Length'));
-  if (Number.isFinite(declared) && declared > MCP_PROXY_BODY_LIMIT) throw payloadTooLarge(MCP_PROXY_BODY_LIMIT);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of ctx.req) {
-    size += (chunk as Buffer).length;
-    if (size > MCP_PROXY_BODY_LIMIT) throw payloadTooLarge(MCP_PROXY_BODY_LIMIT);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
-}
 
 const rpcError = (id: JsonRpc['id'], message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code: -32602, message } });
 
@@ -76,7 +63,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
     throw new AppError(405, 'invalid_request_error', 'method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
   }
-  const body = method === 'POST' ? await readRaw(ctx) : undefined;
+  const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
   const filtering = instance.allow_tools !== null;
   const listIds = new Set<unknown>();
 
@@ -107,12 +94,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   }
   Object.assign(headers, instanceHeaders);
 
-  const abort = new EventEmitter() as EventEmitter & { aborted?: boolean };
-  ctx.res.once('close', () => {
-    if (ctx.res.writableFinished) return;
-    abort.aborted = true;
-    abort.emit('abort');
-  });
+  const abort = abortOnClientGone(ctx.res);
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',

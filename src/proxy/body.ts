@@ -1,8 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import { invalidBody, payloadTooLarge } from '../errors.js';
 
-/** Reads a request body up to `limit` bytes (413 past it) and parses it as JSON (400 if it is not). */
-export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+/** Reads a request body up to `limit` bytes; past it, 413 (before reading, when Content-Length says so). */
+export async function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) throw payloadTooLarge(limit);
   const chunks: Buffer[] = [];
@@ -12,9 +12,15 @@ export async function readJson(req: IncomingMessage, limit: number): Promise<unk
     if (size > limit) throw payloadTooLarge(limit);
     chunks.push(chunk as Buffer);
   }
-  if (size === 0) throw invalidBody('The request body must be a JSON object.');
+  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+}
+
+/** readRaw, then JSON (400 when it is not). */
+export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
+  const raw = await readRaw(req, limit);
+  if (raw.length === 0) throw invalidBody('The request body must be a JSON object.');
   try {
-    return JSON.parse(chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks).toString('utf8'));
+    return JSON.parse(raw.toString('utf8'));
   } catch {
     throw invalidBody('Request body is not valid JSON.');
   }

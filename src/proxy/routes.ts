@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import { z } from 'zod';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps } from '../http/context.js';
@@ -7,7 +6,7 @@ import { parseOrThrow } from '../http/validate.js';
 import type { ModelCatalog, ResolvedModel } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
 import { readJson } from './body.js';
-import { callUpstream, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from './upstream.js';
+import { abortOnClientGone, callUpstream, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from './upstream.js';
 
 export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -61,13 +60,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     const resolved = catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
     const outgoing = resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel };
-    // undici takes an EventEmitter as its abort signal: far cheaper per request than an AbortController.
-    const abort = new EventEmitter() as EventEmitter & { aborted?: boolean };
-    ctx.res.once('close', () => {
-      if (ctx.res.writableFinished) return;
-      abort.aborted = true;
-      abort.emit('abort');
-    });
+    const abort = abortOnClientGone(ctx.res);
     const upstream = await callUpstream({
       url: upstreamUrl(resolved.provider.base_url, path),
       method: 'POST',

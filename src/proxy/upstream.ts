@@ -1,3 +1,5 @@
+import { EventEmitter } from 'node:events';
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 import { AppError } from '../errors.js';
@@ -21,14 +23,30 @@ export interface UpstreamRequest {
   body?: string;
   /** time allowed until the response headers arrive, and between body chunks */
   timeoutMs: number;
-  /** aborts the upstream call, e.g. when the app disconnects: an AbortSignal, or an EventEmitter that emits 'abort' */
-  signal?: AbortSignal | (import('node:events').EventEmitter & { aborted?: boolean });
+  /** aborts the upstream call, e.g. when the app disconnects */
+  signal?: AbortSignal | ClientGone;
 }
 
 export interface UpstreamResponse {
   statusCode: number;
   headers: Record<string, string | string[] | undefined>;
   body: Readable;
+}
+
+export type ClientGone = EventEmitter & { aborted?: boolean };
+
+/**
+ * An abort signal that fires when the app's response closes before it finished (the app went
+ * away). undici takes an EventEmitter as its signal: far cheaper per request than an AbortController.
+ */
+export function abortOnClientGone(res: ServerResponse): ClientGone {
+  const gone: ClientGone = new EventEmitter();
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    gone.aborted = true;
+    gone.emit('abort');
+  });
+  return gone;
 }
 
 /**

@@ -18,8 +18,8 @@ export interface AppProps {
 /** Header, then the list or the detail, then the status line and the keys. Reads state; never acts. */
 export function App({ width, height, color, user }: AppProps) {
   const s = useUIState();
-  // Header (2) + status (1) + keys (1), and one line spare so Ink never scrolls an 80x24 terminal.
-  const body = Math.max(3, height - 5);
+  // Header (2) + status (2) + keys (1), and one line spare so Ink never scrolls an 80x24 terminal.
+  const body = Math.max(3, height - 6);
   const who = user ? safe(user, 40) : '';
   const d = s.screen === 'detail' ? s.detail : null;
   const title = d
@@ -45,7 +45,9 @@ export function App({ width, height, color, user }: AppProps) {
           <RequestList requests={s.requests} cursor={s.cursor} loaded={s.loaded} now={s.now} width={width} height={body} color={color} />
         )}
       </Box>
-      <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
+      <Box height={2} overflow="hidden" width={width}>
+        <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
+      </Box>
       <KeyHints screen={s.screen} color={color} />
     </Box>
   );

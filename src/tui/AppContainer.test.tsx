@@ -25,7 +25,8 @@ function mount(client: FakeClient | ReturnType<typeof daemonReviewClient>, over:
   const app = render(<ReviewApp client={client} color={false} user="admin" pollMs={25} tickMs={20} clock={clock} width={80} height={24} {...over} />);
   const frame = () => app.lastFrame() ?? '';
   const see = (text: string | RegExp, timeoutMs = 3000) =>
-    until(() => (typeof text === 'string' ? expect(frame()).toContain(text) : expect(frame()).toMatch(text)), timeoutMs, String(text));
+    // A string may wrap across lines (the status line wraps): compare with line breaks as spaces.
+    until(() => (typeof text === 'string' ? expect(frame().replace(/ *\n */g, ' ')).toContain(text) : expect(frame()).toMatch(text)), timeoutMs, String(text));
   const press = async (...keys: string[]) => {
     for (const k of keys) {
       app.stdin.write(k);

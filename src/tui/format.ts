@@ -28,7 +28,7 @@ export function describeError(err: unknown): string {
   const e = err as { message?: unknown; code?: unknown } | null;
   const message = typeof e?.message === 'string' && e.message ? e.message : String(err);
   const code = typeof e?.code === 'string' && /^[a-z_]+$/.test(e.code) ? e.code : '';
-  return safe(code && !message.includes(code) ? `${message} (${code})` : message, 300);
+  return safe(code && !message.endsWith(`(${code})`) ? `${message} (${code})` : message, 300);
 }
 
 /**

@@ -183,7 +183,7 @@ ${opts.error ? html`<p class="alert" role="alert" id="error">${opts.error.messag
 <input type="hidden" name="id" value="${view.id}"><input type="hidden" name="_csrf" value="${csrf}">
 <fieldset><legend>Role</legend>
 <p class="hint">The app asked for <strong>${ROLES[view.requested_role].name}</strong>.${
-      cap !== view.requested_role ? html` You can grant at most <strong>${ROLES[cap].name}</strong> (your account is ${user.role.replace('_', ' ')}).` : ''
+      cap !== view.requested_role ? html` You can grant at most <strong>${ROLES[cap].name}</strong> (your role is ${user.role.replace('_', ' ')}).` : ''
     }</p>
 <div class="choices">${offered.map(
   (r) => html`<label class="option" for="role-${r}"><input type="radio" name="approved_role" id="role-${r}" value="${r}"${r === role ? html` checked` : ''}><span><strong>${ROLES[r].name}</strong><small>${ROLES[r].detail}</small></span></label>`,

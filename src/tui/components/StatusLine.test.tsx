@@ -1,3 +1,4 @@
+import { Box } from 'ink';
 import { render } from 'ink-testing-library';
 import { describe, expect, it, vi } from 'vitest';
 import { SGR } from '../../../test/helpers/tui.js';
@@ -32,5 +33,17 @@ describe('StatusLine', () => {
     const notice = { kind: 'error' as const, text: 'x' };
     expect(render(<StatusLine notice={notice} pollError={null} busy={false} color={false} />).lastFrame()).not.toMatch(SGR);
     expect(render(<StatusLine notice={notice} pollError={null} busy={false} color />).lastFrame()).toMatch(SGR);
+  });
+
+  it('wraps a long error instead of cutting it', () => {
+    const text = 'Not approved: You may not grant scope_user_power_user. (privilege_escalation)';
+    const { lastFrame } = render(
+      <Box width={60}>
+        <StatusLine notice={{ kind: 'error', text }} pollError={null} busy={false} color={false} />
+      </Box>,
+    );
+    const lines = lastFrame()!.split('\n');
+    expect(lines.length).toBe(2);
+    expect(lines.join(' ').replace(/\s+/g, ' ')).toContain('(privilege_escalation)');
   });
 });

@@ -10,24 +10,24 @@ export interface StatusLineProps {
   color: boolean;
 }
 
-/** One line for what just happened: an error from the daemon, a decision, or a lost connection. */
+/** What just happened: an error from the daemon, a decision, or a lost connection. Wraps; the caller bounds its height. */
 export function StatusLine({ notice, pollError, busy, color }: StatusLineProps) {
   if (busy) return <Text {...tone(color, 'muted')}>Sending…</Text>;
   if (notice?.kind === 'error')
     return (
-      <Text wrap="truncate-end" {...tone(color, 'error')}>
+      <Text wrap="wrap" {...tone(color, 'error')}>
         error: {notice.text}
       </Text>
     );
   if (notice)
     return (
-      <Text wrap="truncate-end" {...tone(color, 'success')}>
+      <Text wrap="wrap" {...tone(color, 'success')}>
         {notice.text}
       </Text>
     );
   if (pollError)
     return (
-      <Text wrap="truncate-end" {...tone(color, 'warning')}>
+      <Text wrap="wrap" {...tone(color, 'warning')}>
         error: cannot refresh the list: {pollError}
       </Text>
     );
