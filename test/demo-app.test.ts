@@ -1,0 +1,89 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { Api } from './helpers/http.js';
+import { startMcpServer } from './helpers/mcp-servers.js';
+import { registerClient } from './helpers/oauth.js';
+import { startUpstream } from './helpers/upstream.js';
+
+const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+/**
+ * The README's walkthrough, end to end in a real browser: the demo app in examples/ asks for
+ * access, the user logs in and approves in the popup, the app gets a token with code + PKCE and
+ * lists the models and MCP tools it was granted.
+ */
+describe.skipIf(!CHROMIUM)('the demo app in examples/', () => {
+  let d: TestDaemon;
+  let browser: Browser;
+  let demo: ChildProcess;
+  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+  let mcp: Awaited<ReturnType<typeof startMcpServer>>;
+  let demoUrl: string;
+
+  beforeAll(async () => {
+    upstream = await startUpstream();
+    mcp = await startMcpServer({ stateful: true });
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    const admin = await new Api(d.url).login('admin', d.adminPassword);
+    await admin.post('/svc/v1/providers', { name: 'local', base_url: upstream.url });
+    await admin.post('/svc/v1/mcps', { name: 'files', url: mcp.url });
+    const port = await freePort();
+    demoUrl = `http://127.0.0.1:${port}`;
+    const { clientId } = await registerClient(admin, { name: 'Demo App', public: true, redirect_uris: [`${demoUrl}/callback`] });
+    demo = spawn(process.execPath, ['examples/demo-app/server.mjs', '--svc', d.baseUrl, '--client-id', clientId, '--port', String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      demo.stdout!.on('data', (c) => String(c).includes('demo app on') && resolve());
+      demo.once('exit', (code) => reject(new Error(`demo app exited ${code}`)));
+    });
+    const { chromium } = await import('playwright-core');
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    demo?.kill();
+    await d?.stop();
+    await upstream?.close();
+    await mcp?.close();
+  });
+
+  it('requests, reviews in a popup, gets a token and lists models and tools', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(demoUrl);
+    await page.fill('#mcp', mcp.url);
+    const reviewPopup = page.waitForEvent('popup');
+    await page.click('#ask');
+    const review = await reviewPopup;
+    await review.waitForLoadState();
+    // no svc session in this browser yet: the login form, then back to the review page
+    await review.fill('#username', 'admin');
+    await review.fill('#password', d.adminPassword);
+    await Promise.all([review.waitForNavigation(), review.click('button[type=submit]')]);
+    await review.waitForSelector('#approve');
+    expect(await review.textContent('body')).toContain('Demo App');
+    const signIn = page.waitForEvent('popup');
+    await review.click('#approve');
+    await signIn; // the authorization popup: passes on the svc session, lands on /callback, closes
+    await page.waitForFunction(() => document.getElementById('status')?.textContent?.startsWith('Done'), undefined, { timeout: 20_000 });
+    expect(await page.textContent('#models')).toContain('fake-model');
+    expect(await page.textContent('#tools')).toContain('echo');
+    await context.close();
+  });
+});
