@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Router from '@koa/router';
 import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
@@ -40,6 +41,8 @@ const healthResponse = z.object({ status: z.literal('ok'), version: z.string() }
 
 export interface App {
   koa: Koa<AppState>;
+  /** the daemon's request handler: the data plane for the proxies, the control plane for the rest */
+  callback: (req: IncomingMessage, res: ServerResponse) => void;
   clients: OAuthClientsService;
   verifier: BearerVerifier;
   /** the issuer whose tokens this daemon accepts: its own `<base>/oauth`, or --issuer */
@@ -145,7 +148,12 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
 
   const router = new Router<AppState>();
   const either: Middleware<AppState> = (ctx, next) => (ctx.get('Authorization') ? bearer(ctx, next) : authenticateSession(ctx, next));
-  mountRoutes(router, routes, { session: authenticateSession, bearer, either });
+  // The data plane (the proxies apps call on every request) runs on its own lean stack: no
+  // sessions, no body parser, no UI or OAuth middleware in its path. The rest is the control plane.
+  const isDataPlane = (path: string) => path.startsWith('/v1/') || (path.startsWith('/svc/v1/apps/mcps/') && path.endsWith('/mcp'));
+  mountRoutes(router, routes.filter((r) => !isDataPlane(r.path)), { session: authenticateSession, bearer, either });
+  const dataRouter = new Router<AppState>();
+  mountRoutes(dataRouter, routes.filter((r) => isDataPlane(r.path)), { bearer });
   authorizationServer?.mountInteractions(router);
   router.get('/svc/v1/openapi.json', function serveOpenApi(ctx) {
     ctx.body = openApi();
@@ -160,7 +168,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   let requestCount = 0;
-  koa.use(async function tagRequest(ctx, next) {
+  const tagRequest: Middleware<AppState> = async function tagRequest(ctx, next) {
     ctx.state.requestId = idPrefix + (++requestCount).toString(36);
     const started = performance.now();
     try {
@@ -168,11 +176,15 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     } finally {
       deps.logger.debug({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }
-  });
-  koa.use(errorMiddleware(deps.logger, deps.config.bodyLimit));
-  koa.use(securityHeaders);
-  koa.use(hostCheck(hostSet));
-  koa.use(appCors);
+  };
+  const common: Middleware<AppState>[] = [tagRequest, errorMiddleware(deps.logger, deps.config.bodyLimit), securityHeaders, hostCheck(hostSet), appCors];
+  const dataPlane = new Koa<AppState>({ proxy: false });
+  for (const mw of common) {
+    koa.use(mw);
+    dataPlane.use(mw);
+  }
+  dataPlane.use(dataRouter.routes());
+  dataPlane.use(dataRouter.allowedMethods());
   if (authorizationServer) koa.use(authorizationServer.middleware);
   koa.use(swaggerUi('/svc/v1/openapi.json'));
   const parseBody = koaBody({
@@ -186,28 +198,30 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
     onError: bodyReadError,
   }) as unknown as Middleware<AppState>;
-  // The proxies read their own bodies (raw, size-limited, streamed) and take Bearer tokens only,
-  // so they skip the body parser and the session machinery.
-  const bearerOnly = (path: string) => path.startsWith('/v1/') || (path.startsWith('/svc/v1/apps/mcps/') && path.endsWith('/mcp'));
   // Forms are for the browser pages only; every API body is JSON.
   const parseForms = koaBody({ json: false, urlencoded: true, text: false, multipart: false, formLimit: 64 * 1024, onError: bodyReadError }) as unknown as Middleware<AppState>;
-  koa.use(function parseBodyUnlessProxied(ctx, next) {
-    if (bearerOnly(ctx.path)) return next();
+  koa.use(function parseBodies(ctx, next) {
     return ctx.path.startsWith('/ui/') ? parseForms(ctx, next) : parseBody(ctx, next);
   });
-  const sessions = sessionMiddleware(koa, deps, opts.sessionKeys);
-  koa.use(function sessionUnlessBearerOnly(ctx, next) {
-    return bearerOnly(ctx.path) ? next() : sessions(ctx, next);
-  });
+  koa.use(sessionMiddleware(koa, deps, opts.sessionKeys));
   koa.use(router.routes());
   koa.use(router.allowedMethods());
 
   // Koa's default error logger prints stacks to stderr; ours logs a line (a client that hung up is routine).
-  koa.silent = true;
-  koa.on('error', (err: NodeJS.ErrnoException) => {
-    const routine = err?.code === 'ECONNRESET' || err?.code === 'EPIPE' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE' || /premature close|aborted/i.test(err?.message ?? '');
-    deps.logger[routine ? 'debug' : 'warn']({ err: err?.message, code: err?.code }, 'response error');
-  });
+  for (const app of [koa, dataPlane]) {
+    app.silent = true;
+    app.on('error', (err: NodeJS.ErrnoException) => {
+      const routine = err?.code === 'ECONNRESET' || err?.code === 'EPIPE' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE' || /premature close|aborted/i.test(err?.message ?? '');
+      deps.logger[routine ? 'debug' : 'warn']({ err: err?.message, code: err?.code }, 'response error');
+    });
+  }
+  const control = koa.callback();
+  const data = dataPlane.callback();
+  const callback = (req: IncomingMessage, res: ServerResponse) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
+  };
   downloads.resumeAll();
-  return { koa, users, requests, instances, clients, verifier, issuer, routes, openApi, close: () => downloads.stop() };
+  return { koa, callback, users, requests, instances, clients, verifier, issuer, routes, openApi, close: () => downloads.stop() };
 }

@@ -163,7 +163,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
     const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
     const app = await createApp(deps, { sessionKeys, port });
-    handler = app.koa.callback();
+    handler = app.callback;
     cleanups.push(() => app.close());
 
     let initialAdminPassword: string | undefined;

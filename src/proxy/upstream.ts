@@ -1,14 +1,23 @@
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
+import { Pool } from 'undici';
 import { AppError } from '../errors.js';
 
 /**
- * One keep-alive connection pool for every upstream (model servers, downloads). undici rather than
- * node:http because it costs far less CPU per request, which is most of what a proxy adds.
+ * A keep-alive connection pool per upstream origin (model servers, MCP servers, downloads). undici
+ * rather than node:http because it costs far less CPU per request, which is most of what a proxy
+ * adds; a Pool per origin rather than an Agent because the Agent's per-call lookup shows up too.
  */
-const dispatcher = new Agent({ keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000, connections: 256, pipelining: 1 });
+const pools = new Map<string, Pool>();
+function poolFor(origin: string): Pool {
+  let pool = pools.get(origin);
+  if (!pool) {
+    pool = new Pool(origin, { keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000, connections: 256, pipelining: 1 });
+    pools.set(origin, pool);
+  }
+  return pool;
+}
 
 export const upstreamUnavailable = (message = 'The upstream server could not be reached.') =>
   new AppError(502, 'upstream_error', 'upstream_unavailable', message);
@@ -56,8 +65,8 @@ export function abortOnClientGone(res: ServerResponse): ClientGone {
  */
 export async function callUpstream(req: UpstreamRequest): Promise<UpstreamResponse> {
   try {
-    const res = await request(req.url, {
-      dispatcher,
+    const res = await poolFor(req.url.origin).request({
+      path: `${req.url.pathname}${req.url.search}`,
       method: req.method,
       headers: req.headers,
       body: req.body,
@@ -100,6 +109,8 @@ export function upstreamUrl(baseUrl: string, path: string): URL {
 }
 
 /** Closes idle upstream connections (daemon shutdown). */
-export function closeUpstreams(): Promise<void> {
-  return dispatcher.close().catch(() => undefined);
+export async function closeUpstreams(): Promise<void> {
+  const all = [...pools.values()];
+  pools.clear();
+  await Promise.all(all.map((p) => p.close().catch(() => undefined)));
 }

@@ -20,3 +20,9 @@ declare module 'oidc-provider' {
   export const errors: Loose;
   export default Provider;
 }
+
+declare module 'oidc-provider/lib/helpers/als.js' {
+  import type { AsyncLocalStorage } from 'node:async_hooks';
+  const storage: AsyncLocalStorage<unknown>;
+  export default storage;
+}
