@@ -15,12 +15,13 @@ export async function readRaw(req: IncomingMessage, limit: number): Promise<Buff
   return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
 }
 
-/** readRaw, then JSON (400 when it is not). */
-export async function readJson(req: IncomingMessage, limit: number): Promise<unknown> {
-  const raw = await readRaw(req, limit);
-  if (raw.length === 0) throw invalidBody('The request body must be a JSON object.');
+/** readRaw, then JSON (400 when it is not); answers the text too, so it can be passed on as it came. */
+export async function readJson(req: IncomingMessage, limit: number): Promise<{ raw: string; json: unknown }> {
+  const buf = await readRaw(req, limit);
+  if (buf.length === 0) throw invalidBody('The request body must be a JSON object.');
+  const raw = buf.toString('utf8');
   try {
-    return JSON.parse(raw.toString('utf8'));
+    return { raw, json: JSON.parse(raw) };
   } catch {
     throw invalidBody('Request body is not valid JSON.');
   }

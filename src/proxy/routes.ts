@@ -56,10 +56,17 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     throw new AppError(status, status === 404 ? 'not_found_error' : 'invalid_request_error', 'upstream_rejected', upstreamMessage || `The upstream model server answered ${status}.`);
   }
 
-  async function forward(ctx: AppContext, path: '/chat/completions' | '/embeddings', body: Record<string, unknown>, stream: boolean): Promise<void> {
+  /**
+   * `raw` is the app's body as it came; it goes upstream untouched (no re-serialisation) unless
+   * the model id must change or an alias adds defaults.
+   */
+  async function forward(ctx: AppContext, path: '/chat/completions' | '/embeddings', raw: string, body: Record<string, unknown>, stream: boolean): Promise<void> {
     const resolved = catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
-    const outgoing = resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel };
+    const outgoing =
+      !resolved.defaults && resolved.upstreamModel === body.model
+        ? raw
+        : JSON.stringify(resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel });
     const abort = abortOnClientGone(ctx.res);
     const upstream = await callUpstream({
       url: upstreamUrl(resolved.provider.base_url, path),
@@ -69,7 +76,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
         Accept: stream ? 'text/event-stream' : 'application/json',
         ...providers.upstreamHeaders(resolved.provider),
       },
-      body: JSON.stringify(outgoing),
+      body: outgoing,
       timeoutMs: resolved.provider.timeout_ms,
       signal: abort,
     });
@@ -157,8 +164,9 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       },
       errors: [400, 401, 403, 404, 413],
       async handler(ctx) {
-        const body = parseOrThrow(chatCompletionBody, await readJson(ctx.req, PROXY_BODY_LIMIT), 'body');
-        await forward(ctx, '/chat/completions', body, body.stream === true);
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(chatCompletionBody, json, 'body');
+        await forward(ctx, '/chat/completions', raw, body, body.stream === true);
       },
     }),
     defineRoute({
@@ -173,8 +181,9 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       responses: { 200: { description: 'OpenAI embeddings response', schema: passthrough } },
       errors: [400, 401, 403, 404, 413],
       async handler(ctx) {
-        const body = parseOrThrow(embeddingsBody, await readJson(ctx.req, PROXY_BODY_LIMIT), 'body');
-        await forward(ctx, '/embeddings', body, false);
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(embeddingsBody, json, 'body');
+        await forward(ctx, '/embeddings', raw, body, false);
       },
     }),
   ];
