@@ -15,11 +15,11 @@ describe('security: CSRF, open redirects, Host tricks, brute force, oversize and
   afterAll(() => d.stop());
 
   const draft = async () => (await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ requested_role: 'scope_user_user' }))).body.id as string;
-  const crossSite = [
+  const crossSite: Record<string, string>[] = [
     { Origin: 'http://evil.example' },
     { 'Sec-Fetch-Site': 'cross-site' },
     { Origin: 'null' },
-    { Origin: `http://127.0.0.1:${Number(new URL('http://x:1').port) + 1}` },
+    { Origin: 'http://127.0.0.1:1' },
   ];
 
   it('refuses cross-site approve, deny and revoke carrying the session cookie', async () => {

@@ -156,8 +156,12 @@ describe('the detail', () => {
     expect(f).toMatch(/^Time left\s+9:00$/m);
     expect(f).toContain(URL_A);
     expect(f).toContain(URL_B);
-    expect(f).toMatch(/^ {2}› \[ \] files-home/m);
+    // As on the browser page, each URL starts with its first enabled instance ticked.
+    expect(f).toMatch(/^ {2}› \[x\] files-home/m);
+    expect(f).toMatch(/^ {4}\[ \] files-work/m);
+    expect(f).toMatch(/^ {4}\[x\] search/m);
     expect(f).toMatch(/\[-\] files-old \(disabled\)/);
+    expect(f).toContain('2 instances selected');
   });
 
   it('counts down from expires_in_seconds', async () => {
@@ -171,14 +175,16 @@ describe('the detail', () => {
   it('space toggles the highlighted instance; the cursor skips disabled ones', async () => {
     const { ui } = await opened();
     await ui.press(KEY.space);
-    await ui.see(/› \[x\] files-home/);
+    await ui.see(/› \[ \] files-home/);
+    await ui.see('1 instance selected');
     await ui.press('j');
     await ui.see(/› \[ \] files-work/);
     await ui.press(KEY.space, KEY.down, KEY.space);
-    await ui.see(/› \[x\] search/);
-    expect(ui.frame()).toContain('3 instances selected');
+    await ui.see(/› \[ \] search/);
+    expect(ui.frame()).toMatch(/^ {4}\[x\] files-work/m);
+    expect(ui.frame()).toContain('1 instance selected');
     await ui.press(KEY.up, KEY.up, KEY.space);
-    await ui.see(/› \[ \] files-home/);
+    await ui.see(/› \[x\] files-home/);
     expect(ui.frame()).toMatch(/\[-\] files-old \(disabled\)/);
     expect(ui.frame()).toContain('2 instances selected');
   });
@@ -200,7 +206,9 @@ describe('the detail', () => {
 
   it('a approves exactly what is selected, then shows the list and what was done', async () => {
     const { ui, client, r } = await opened();
-    await ui.press('j', KEY.space, 'j', KEY.space, 'r');
+    // Untick files-home, tick files-work; search stays ticked.
+    await ui.press(KEY.space, 'j', KEY.space, 'r');
+    await ui.see(/› \[x\] files-work/);
     await ui.see('2 instances selected');
     await ui.see(/^Grant role\s+scope_user_user/m);
     await ui.press('a');
@@ -223,8 +231,31 @@ describe('the detail', () => {
     expect(ui.frame()).toContain('No pending requests.');
   });
 
+  it('a at once grants the highest grantable role and the first enabled instance of each URL', async () => {
+    const { ui, client, r } = await opened();
+    await ui.press('a');
+    await ui.see('with 2 MCP instances');
+    expect(client.approvals).toEqual([
+      {
+        id: r.id,
+        body: {
+          approved_role: 'scope_user_power_user',
+          approved: {
+            version: '1',
+            mcp_servers: [
+              { url: URL_A, instance_ids: [r.mcp_servers[0].instances[0].id] },
+              { url: URL_B, instance_ids: [r.mcp_servers[1].instances[0].id] },
+            ],
+          },
+        },
+      },
+    ]);
+  });
+
   it('a with nothing ticked grants the role only', async () => {
     const { ui, client, r } = await opened();
+    await ui.press(KEY.space, 'j', 'j', KEY.space);
+    await ui.see('0 instances selected');
     await ui.press('a');
     await ui.see('with 0 MCP instances');
     expect(client.approvals).toEqual([{ id: r.id, body: { approved_role: 'scope_user_power_user', approved: { version: '1', mcp_servers: [] } } }]);
@@ -256,7 +287,8 @@ describe('the detail', () => {
     await ui.see('error: Not approved: This request was already denied. (already_processed)');
     await ui.see(/^Status\s+denied \(no longer pending\)$/m);
     expect(ui.frame()).toMatch(/^Client ID\s+notes-app$/m);
-    expect(ui.frame()).toMatch(/› \[x\] files-home/);
+    // The reviewer's choices are kept.
+    expect(ui.frame()).toMatch(/› \[ \] files-home/);
   });
 
   it('403 privilege_escalation is shown in place; the reviewer can change the role and retry', async () => {
@@ -397,7 +429,8 @@ describe('with the real client against a real daemon', () => {
     // Newest first: second-app is highlighted; move to demo-app and open it.
     await ui.press('j', KEY.enter);
     await ui.see(/^Client ID\s+demo-app$/m);
-    await ui.press(KEY.space, 'r', 'a');
+    await ui.see(/^ {2}› \[x\] files/m);
+    await ui.press('r', 'a');
     await ui.see('Approved demo-app as scope_user_user with 1 MCP instance.');
     const done = await api.get(`/svc/v1/access-requests/${created.body.id}/review`);
     expect(done.body).toMatchObject({

@@ -66,6 +66,11 @@ export function selectableInstances(data: ReviewData | null): { url: string; id:
   return data.mcp_servers.flatMap((s) => s.instances.filter((i) => i.enabled).map((i) => ({ url: s.url, id: i.id })));
 }
 
+/** The first enabled instance of each requested URL: what a detail starts with ticked. */
+export function firstEnabledOfEach(data: ReviewData): string[] {
+  return data.mcp_servers.flatMap((s) => s.instances.find((i) => i.enabled)?.id ?? []);
+}
+
 /** Roles `r` may cycle through: the lowest up to max_grantable_role. */
 export function grantableRoles(max: AppRole): AppRole[] {
   return ROLES.slice(0, ROLES.indexOf(max) + 1);
@@ -115,7 +120,8 @@ export function reducer(state: UIState, action: Action): UIState {
           data: action.data,
           fetchedAt: action.at,
           role: keep && state.detail.role && allowed.includes(state.detail.role) ? state.detail.role : action.data.max_grantable_role,
-          selected: keep ? state.detail.selected.filter((id) => selectable.has(id)) : [],
+          // As on the browser page: each URL starts with its first enabled instance ticked.
+          selected: keep ? state.detail.selected.filter((id) => selectable.has(id)) : firstEnabledOfEach(action.data),
           cursor: keep ? clamp(state.detail.cursor, selectable.size - 1) : 0,
         },
       };
