@@ -23,7 +23,7 @@ import { ProvidersService } from './providers/service.js';
 import { proxyRoutes } from './proxy/routes.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
 import { McpToolsService } from './mcp/tools.js';
-import { BearerVerifier, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
+import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
 import { PROTECTED_RESOURCE_PATH, protectedResourceRoute } from './auth/protected-resource.js';
 import { OAuthClientsService } from './oauth/clients.js';
 import { oauthClientRoutes } from './oauth/routes.js';
@@ -79,7 +79,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   let verifier: BearerVerifier;
   if (config.issuer) {
     verifier = new BearerVerifier(
-      { issuer: config.issuer, audience: config.audience ?? deps.baseUrl(), allowJwtTyp: config.allowJwtTyp, keys: remoteKeysFromDiscovery(config.issuer, (message) => deps.logger.warn({ issuer: config.issuer }, `cannot get the issuer's signing keys: ${message}`)) },
+      { issuer: config.issuer, audience: config.audience ?? deps.baseUrl(), allowJwtTyp: config.allowJwtTyp, algorithms: EXTERNAL_ALGORITHMS, keys: remoteKeysFromDiscovery(config.issuer, (message) => deps.logger.warn({ issuer: config.issuer }, `cannot get the issuer's signing keys: ${message}`)) },
       deps.store,
       deps.clock,
       metadataUrl,
@@ -87,7 +87,8 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   } else {
     const keys = await loadSigningKeys(deps.store, deps.box);
     verifier = new BearerVerifier(
-      { issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`, audience: deps.baseUrl(), allowJwtTyp: false, keys: localKeys(keys.publicKeys) },
+      // only the access-token key: the RS256 ID-token key of the same issuer signs no access token
+      { issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`, audience: deps.baseUrl(), allowJwtTyp: false, algorithms: ['ES256'], keys: localKeys(keys.publicKeys) },
       deps.store,
       deps.clock,
       metadataUrl,

@@ -7,7 +7,8 @@ import type { Store } from '../store/store.js';
 import { appRoleAtMost, atLeast } from './roles.js';
 
 export const ACCESS_REQUEST_SCOPE_PREFIX = 'scope_access_request:';
-const ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
+/** What an external issuer may sign with; the embedded one signs access tokens with ES256 only. */
+export const EXTERNAL_ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA'];
 const CLOCK_TOLERANCE_S = 5;
 const CACHE_LIMIT = 10_000;
 
@@ -24,6 +25,7 @@ export interface VerifierOptions {
   audience: string;
   /** accept `typ: JWT` as well as RFC 9068's `at+jwt` (some external issuers) */
   allowJwtTyp: boolean;
+  algorithms: string[];
   keys: JWTVerifyGetKey;
 }
 
@@ -100,7 +102,7 @@ export class BearerVerifier {
       const result = await jwtVerify(token, this.opts.keys, {
         issuer: this.opts.issuer,
         audience: this.opts.audience,
-        algorithms: ALGORITHMS,
+        algorithms: this.opts.algorithms,
         clockTolerance: CLOCK_TOLERANCE_S,
         currentDate: new Date(now),
         requiredClaims: ['exp', 'sub'],

@@ -26,6 +26,7 @@ export function buildProgram(o: Output): Command {
   $ svc serve                       # run the daemon (first start prints the admin password)
   $ svc requests list               # access requests waiting for you
   $ svc requests approve ID --role scope_user_user --mcp URL=INSTANCE_ID
+  $ svc review                      # review requests in the terminal (keys shown at the bottom)
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp
 `,
     )

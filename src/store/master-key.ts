@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { open, readFile } from 'node:fs/promises';
+import { access, open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AsyncEntry } from '@napi-rs/keyring';
 
@@ -61,6 +61,8 @@ async function readKeyFile(dataDir: string): Promise<Buffer> {
   return decode(text, file);
 }
 
+const fileExists = (file: string) => access(file).then(() => true, () => false);
+
 async function writeKeyFile(dataDir: string, key: Buffer): Promise<void> {
   const handle = await open(path.join(dataDir, MASTER_KEY_FILE), 'wx', 0o600);
   try {
@@ -112,6 +114,10 @@ export async function resolveMasterKey(opts: {
     return { key: decode(text, 'the OS keychain'), backend: 'keychain' };
   }
 
+  // A first start that died after writing master.key but before the store recorded it: reuse it.
+  if (preference !== 'keychain' && (await fileExists(path.join(dataDir, MASTER_KEY_FILE)))) {
+    return { key: await readKeyFile(dataDir), backend: 'file' };
+  }
   const key = randomBytes(32);
   if (preference !== 'file' && (await keychainRoundTrip(keychain, account, key.toString('base64')))) {
     return { key, backend: 'keychain' };
