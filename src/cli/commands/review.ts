@@ -25,6 +25,11 @@ Esc goes back, q quits. Scripts use \`svc requests\` instead.
       const client = await DaemonClient.connect(cmd.optsWithGlobals());
       // Not logged in (exit 4) or no daemon (the `svc serve` hint) is said before the screen opens.
       const me = await client.request<{ user: { username: string } }>('GET', '/svc/v1/auth/me');
+      // Ink draws only a last frame, and its colour library no colours, when they believe they run
+      // under CI (a `CI` variable in the environment). Here a person is at a terminal (checked
+      // above), so for this process they are told otherwise; NO_COLOR still turns colour off.
+      delete process.env.CI;
+      delete process.env.CONTINUOUS_INTEGRATION;
       const { runReview } = await import('../../tui/run.js');
       const { daemonReviewClient } = await import('../../tui/client.js');
       await runReview(daemonReviewClient(client), { user: me.body.user.username });
