@@ -112,9 +112,12 @@ export async function startMcpServer(opts: { stateful: boolean; stall?: boolean 
   };
 }
 
-/** @modelcontextprotocol/server-everything in streamableHttp mode, held to loopback on a free port. */
-export async function startEverything() {
-  const child = spawn(process.execPath, ['--import', new URL('./loopback-only.mjs', import.meta.url).pathname, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js', 'streamableHttp'], {
+/**
+ * @modelcontextprotocol/server-everything held to loopback on a free port: in streamableHttp mode
+ * (`/mcp`), or in the older HTTP+SSE mode (`/sse` and `/message`).
+ */
+export async function startEverything(mode: 'streamableHttp' | 'sse' = 'streamableHttp') {
+  const child = spawn(process.execPath, ['--import', new URL('./loopback-only.mjs', import.meta.url).pathname, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js', mode], {
     env: { ...process.env, PORT: '0' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -132,7 +135,7 @@ export async function startEverything() {
     child.on('exit', (code) => reject(new Error(`server-everything exited ${code}: ${err}`)));
   });
   return {
-    url: `http://127.0.0.1:${port}/mcp`,
+    url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}`,
     async close() {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
