@@ -134,7 +134,7 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
     if (current && current.child.exitCode === null && current.child.signalCode === null) await stopGracefully(current);
   });
 
-  it('keeps every acknowledged create and decision across a SIGKILL and a restart', { timeout: 90_000 }, async () => {
+  it('keeps every acknowledged write of every kind across a SIGKILL and a restart', { timeout: 90_000 }, async () => {
     dataDir = path.join(root, 'burst');
     const first = await serve(dataDir);
     current = first;
@@ -161,7 +161,23 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
       drafts.push(((await res.json()) as { id: string }).id);
     }
 
-    const acked = { creates: new Map<string, string>(), approved: new Set<string>(), denied: new Set<string>() };
+    // Grants to revoke during the burst, approved before it starts.
+    const grants: string[] = [];
+    for (let i = 0; i < 15; i++) {
+      const id = drafts.pop()!;
+      expect((await post(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' }, 'PUT')).status).toBe(200);
+      grants.push(id);
+    }
+
+    const acked = {
+      creates: new Map<string, string>(),
+      approved: new Set<string>(),
+      denied: new Set<string>(),
+      revoked: new Set<string>(),
+      instances: new Set<string>(),
+      clients: new Set<string>(),
+      users: new Set<string>(),
+    };
     let ackCount = 0;
     let killed = false;
     let inFlightAtKill = 0;
@@ -190,8 +206,23 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
         ackCount++;
       } else expect(res.status, await res.text()).toBe(409); // the other half of a race
     };
+    // The other kinds of write: MCP instances, OAuth clients, users, revocations.
+    const write = (path: string, body: unknown, method: string, record: (json: any) => void) => async () => {
+      const res = await post(path, body, method);
+      if (res.status === 200 || res.status === 201) {
+        record(await res.json());
+        ackCount++;
+      } else expect(res.status, await res.text()).toBeLessThan(500);
+    };
     for (let i = 0; i < 500; i++) {
       jobs.push(create(i));
+      if (i % 5 === 1) jobs.push(write('/svc/v1/mcps', { name: `tool-${i}`, url: `http://127.0.0.1:9/mcp/${i}`, headers: [{ name: 'X-Key', value: `k${i}` }] }, 'POST', (j) => acked.instances.add(j.instance.id)));
+      if (i % 10 === 2) jobs.push(write('/admin/v1/clients', { name: `app ${i}`, redirect_uris: [`http://127.0.0.1:9/cb/${i}`] }, 'POST', (j) => acked.clients.add(j.client.client_id)));
+      if (i % 40 === 3) jobs.push(write('/svc/v1/users', { username: `user${i}`, role: 'user', password: `password-${i}` }, 'POST', (j) => acked.users.add(j.user.username)));
+      if (i % 8 === 4 && grants.length > 0) {
+        const id = grants.pop()!;
+        jobs.push(write(`/svc/v1/access-requests/${id}/revoke`, undefined, 'POST', () => acked.revoked.add(id)));
+      }
       if (i % 6 === 0 && drafts.length > 0) {
         const id = drafts.pop()!;
         // Every fifth decided draft gets both an approval and a denial at once: one must win.
@@ -218,7 +249,9 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
     };
     await Promise.all(Array.from({ length: 12 }, worker));
     const exit = await first.exited;
-    console.info(`crash-safety: killed with ${inFlightAtKill} in flight after ${next}/${jobs.length} jobs; acknowledged ${acked.creates.size} creates, ${acked.approved.size} approvals, ${acked.denied.size} denials`);
+    console.info(
+      `crash-safety: killed with ${inFlightAtKill} in flight after ${next}/${jobs.length} jobs; acknowledged ${acked.creates.size} creates, ${acked.approved.size} approvals, ${acked.denied.size} denials, ${acked.revoked.size} revocations, ${acked.instances.size} MCP instances, ${acked.clients.size} clients, ${acked.users.size} users`,
+    );
     expect(exit.signal).toBe('SIGKILL');
     expect(killed).toBe(true);
     expect(next, 'the burst was cut short by the kill').toBeLessThan(jobs.length);
@@ -251,6 +284,18 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
         expect(((await res.json()) as { status: string }).status, `acknowledged ${status} of ${id}`).toBe(status);
       }
     }
+    for (const id of acked.revoked) {
+      const res = await fetch(`${second.url}/svc/v1/apps/access-requests/${id}?app_client_id=crash-app-pre`);
+      expect(((await res.json()) as { status: string }).status, `acknowledged revocation of ${id}`).toBe('revoked');
+    }
+    const list = async (p: string) => (await (await fetch(`${second.url}${p}`, { headers: { Cookie: cookie } })).json()) as { data: Record<string, string>[] };
+    const instances = new Set((await list('/svc/v1/mcps')).data.map((m) => m.id));
+    for (const id of acked.instances) expect(instances.has(id), `acknowledged MCP instance ${id}`).toBe(true);
+    const clients = new Set((await list('/admin/v1/clients')).data.map((c) => c.client_id));
+    for (const id of acked.clients) expect(clients.has(id), `acknowledged client ${id}`).toBe(true);
+    const users = new Set((await list('/svc/v1/users')).data.map((u) => u.username));
+    for (const name of acked.users) expect(users.has(name), `acknowledged user ${name}`).toBe(true);
+    expect(acked.instances.size + acked.clients.size).toBeGreaterThan(0);
     // A race never has two acknowledged winners.
     for (const id of acked.approved) expect(acked.denied.has(id)).toBe(false);
   });
