@@ -2,7 +2,7 @@ import type { Middleware } from 'koa';
 import type { AppDeps, AppState } from '../http/context.js';
 import { RateLimiter } from '../http/rate-limit.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
-import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
+import type { AccessRequestRecord, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import {
   accessRequestId,
   approveBody,
@@ -18,7 +18,6 @@ import {
   revokeResponse,
 } from './schemas.js';
 import { type AccessRequestsService, decisionRedirect, scopeFor } from './service.js';
-import type { AccessRequestRecord } from '../store/schema.js';
 
 const MINUTE = 60_000;
 

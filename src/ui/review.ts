@@ -143,8 +143,6 @@ ${view.app_description ? html`<p class="desc">${view.app_description}</p>` : ''}
 </div></header>`;
 }
 
-const appLabel = (view: { app_name?: string; app_client_id: string }) => view.app_name ?? view.app_client_id;
-
 interface Selection {
   role?: AppRole;
   instanceIds?: Set<string>;
