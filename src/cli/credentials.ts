@@ -1,6 +1,7 @@
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { SecretBox } from '../store/crypto.js';
+import { CliError } from './errors.js';
 import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from '../store/master-key.js';
 
 export const CLI_SESSION_FILE = 'cli-session.json';
@@ -37,8 +38,15 @@ export async function loadCliSession(dataDir: string, keychain: Keychain = osKey
   } catch {
     return null;
   }
+  let key: Buffer;
   try {
-    const { key } = await resolveMasterKey({ dataDir, existingBackend: parsed.backend, preference: 'auto', keychain });
+    ({ key } = await resolveMasterKey({ dataDir, existingBackend: parsed.backend, preference: 'auto', keychain }));
+  } catch (err) {
+    // Not "not logged in": the login is there but its key cannot be reached (a locked keychain,
+    // no D-Bus over ssh). Say that, rather than sending the user to `svc login` for nothing.
+    throw new CliError(`Cannot open the CLI's saved login: ${(err as Error).message}`);
+  }
+  try {
     return new SecretBox(key).open(KIND, 'cli', parsed.cookie);
   } catch {
     return null;

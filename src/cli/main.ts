@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { AppError } from '../errors.js';
+import { inert } from '../log.js';
 import { VERSION } from '../version.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';
@@ -60,16 +61,18 @@ export async function main(argv: string[], o: Output = processOutput()): Promise
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return EXIT.ok;
       return EXIT.usage;
     }
+    // Messages can quote what an app sent: no control character reaches the terminal.
+    const say = (text: string) => o.err(`svc: ${inert(text, 2000)}\n`);
     if (err instanceof CliError) {
-      if (err.message) o.err(`svc: ${err.message}\n`);
+      if (err.message) say(err.message);
       return err.exitCode;
     }
     if (err instanceof AppError) {
       const hint = hintFor(err);
-      o.err(`svc: ${err.message}${hint ? ` (${hint})` : ''}\n`);
+      say(`${err.message}${hint ? ` (${hint})` : ''}`);
       return exitCodeFor(err);
     }
-    o.err(`svc: ${(err as Error)?.message ?? String(err)}\n`);
+    say((err as Error)?.message ?? String(err));
     return EXIT.error;
   }
 }

@@ -62,7 +62,7 @@ export function registerUsers(program: Command, o: Output): void {
       const client = await connect(cmd);
       const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
       await client.request('PUT', `/svc/v1/users/${enc(name)}/password`, { password });
-      o.err(`Password of ${name} changed.\n`);
+      o.err(`Password of ${name} changed; that account's sessions have ended (if it is yours, run \`svc login\` again).\n`);
     });
 
   users
