@@ -430,6 +430,53 @@ describe.skipIf(!haveScript)('on a terminal', () => {
   });
 });
 
+describe('svc clients, svc providers, svc models', () => {
+  it('clients add (secret shown once), list --json, remove', async () => {
+    const added = await svc(['clients', 'add', 'Notes App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--description', 'Takes notes']);
+    expect(added.exitCode, added.stderr).toBe(0);
+    const fields = Object.fromEntries(lines(added.stdout).map((l) => l.split('\t')));
+    expect(fields.client_id).toMatch(/^svc-/);
+    expect(fields.client_secret.length).toBeGreaterThan(20);
+    const listed = JSON.parse((await svc(['clients', 'list', '--json'])).stdout);
+    const mine = listed.find((c: { client_id: string }) => c.client_id === fields.client_id);
+    expect(mine).toMatchObject({ name: 'Notes App', description: 'Takes notes', public: false, redirect_uris: ['http://127.0.0.1:5173/callback'] });
+    expect(JSON.stringify(listed)).not.toContain(fields.client_secret);
+    const publicOne = await svc(['clients', 'add', 'CLI tool', '--redirect-uri', 'http://127.0.0.1:8976/cb', '--public', '--json']);
+    expect(JSON.parse(publicOne.stdout).client_secret).toBeUndefined();
+    expect((await svc(['clients', 'remove', fields.client_id])).exitCode).toBe(0);
+    expect(JSON.parse((await svc(['clients', 'list', '--json'])).stdout).some((c: { client_id: string }) => c.client_id === fields.client_id)).toBe(false);
+    expect((await svc(['clients', 'add', 'No URI'])).exitCode).toBe(2);
+  });
+
+  it('providers add --api-key-stdin (never shown), list, refresh; models alias, list, remove', async () => {
+    const { startUpstream } = await import('./helpers/upstream.js');
+    const key = `sk-cli-${Date.now()}`;
+    const upstream = await startUpstream({ apiKey: key });
+    try {
+      const added = await svc(['providers', 'add', 'local', '--base-url', upstream.url, '--api-key-stdin'], key);
+      expect(added.exitCode, added.stderr).toBe(0);
+      expect(added.stderr).toMatch(/models discovered/);
+      const listed = await svc(['providers', 'list', '--json']);
+      expect(JSON.parse(listed.stdout)[0]).toMatchObject({ name: 'local', has_api_key: true });
+      expect(listed.stdout).not.toContain(key);
+      expect(JSON.parse(listed.stdout)[0].discovered_models).toContain('fake-model');
+      expect(upstream.seen.some((r) => r.headers.authorization === `Bearer ${key}`)).toBe(true);
+      expect((await svc(['providers', 'refresh', 'local'])).exitCode).toBe(0);
+
+      const alias = await svc(['models', 'alias', 'quick', '--provider', 'local', '--model', 'fake-model', '--default', 'temperature=0.2']);
+      expect(alias.exitCode, alias.stderr).toBe(0);
+      expect(JSON.parse((await svc(['models', 'list', '--json'])).stdout)).toEqual([
+        expect.objectContaining({ id: 'quick', provider: 'local', model: 'fake-model', defaults: { temperature: 0.2 } }),
+      ]);
+      expect((await svc(['models', 'remove', 'quick'])).exitCode).toBe(0);
+      expect(JSON.parse((await svc(['models', 'list', '--json'])).stdout)).toEqual([]);
+      expect((await svc(['providers', 'remove', 'local'])).exitCode).toBe(0);
+    } finally {
+      await upstream.close();
+    }
+  });
+});
+
 describe('hostile app_client_id', () => {
   it('the daemon refuses control characters in app_client_id at creation', async () => {
     const res = await api().post('/svc/v1/apps/request-access', createBody({ app_client_id: HOSTILE_CLIENT_ID }));

@@ -32,7 +32,7 @@ export function registerClients(program: Command, o: Output): void {
   clients
     .command('add <name>')
     .description('Register a client; prints its client_id (and, unless --public, its secret, once)')
-    .requiredOption('--redirect-uri <uri>', 'an exact redirect URI (repeatable)', collect, [])
+    .requiredOption('--redirect-uri <uri>', 'an exact redirect URI (repeatable)', collect)
     .option('--description <text>', 'shown on the review page')
     .option('--public', 'a public client (no secret; PKCE only), e.g. a browser or native app')
     .option('--json', 'machine-readable output')
