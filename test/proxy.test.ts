@@ -122,6 +122,15 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
     expect(down.error).toMatchObject({ type: 'upstream_error', code: 'upstream_unavailable' });
   });
 
+  it("turns the upstream refusing svc's provider key into 502, not the app's 401", async () => {
+    await alice.post('/svc/v1/providers', { name: 'badkey', base_url: upstream.url, api_key: 'sk-wrong', models: ['badkey-model'] });
+    await alice.put('/svc/v1/models/badkey-alias', { provider: 'badkey', model: 'fake-model' });
+    const err = await openai.chat.completions.create({ model: 'badkey-alias', messages: [{ role: 'user', content: 'x' }] }).catch((e) => e);
+    expect(err.status).toBe(502);
+    expect(err.error).toMatchObject({ type: 'upstream_error', code: 'upstream_rejected' });
+    expect(JSON.stringify(err.error)).not.toContain('sk-wrong');
+  });
+
   it('answers 504 when the upstream stalls', async () => {
     const err = await openai.chat.completions.create({ model: 'stall', messages: [{ role: 'user', content: 'x' }] }).catch((e) => e);
     expect(err.status).toBe(504);

@@ -45,6 +45,11 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     const status = upstream.statusCode;
     const text = scrub((await readBody(upstream.body, 1024 * 1024).catch(() => Buffer.alloc(0))).toString('utf8'), providers.apiKey(resolved.provider));
     if (status >= 500 || status < 400) throw upstreamUnavailable(`The upstream model server answered ${status}.`);
+    // The app's token was fine; it is svc's key for this provider that was refused. A 401 here
+    // would read to the app's client as its own credentials failing.
+    if (status === 401 || status === 403) {
+      throw new AppError(502, 'upstream_error', 'upstream_rejected', `The upstream model server refused svc's credentials for provider ${resolved.provider.name} (${status}).`);
+    }
     let upstreamMessage = text.slice(0, 2000);
     try {
       const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
