@@ -189,8 +189,17 @@ describe.skipIf(!CHROMIUM)('browser review page', () => {
     expect(await page.locator('#role-scope_user_user').isChecked()).toBe(true);
     await page.locator(`input[value="${a1}"]`).setChecked(false);
     await page.locator(`input[value="${a2}"]`).setChecked(true);
-    const [decision] = await Promise.all([page.waitForResponse((x) => x.url().endsWith('/review/approve')), page.click('#approve')]);
+    const [posted, decision] = await Promise.all([
+      page.waitForResponse((x) => x.url().endsWith('/review/approve')),
+      page.waitForResponse((x) => x.url().includes('/review/done?id=')),
+      page.click('#approve'),
+    ]);
+    // post, redirect, get: a reload shows the outcome again and never re-posts
+    expect(posted.status()).toBe(303);
     expect(decision.status()).toBe(200);
+    expect(await page.locator('#outcome').getAttribute('data-status')).toBe('approved');
+    const reloaded = await page.reload();
+    expect(reloaded?.status()).toBe(200);
     expect(await page.locator('#outcome').getAttribute('data-status')).toBe('approved');
     expect(await page.locator('h1').textContent()).toBe('Access approved');
     expect(await page.locator('.outcome p').first().textContent()).toContain('as User, with 1 MCP instance');
@@ -348,7 +357,8 @@ describe.skipIf(!CHROMIUM)('browser review page', () => {
     expect((await poll(r.id)).body.status).toBe('draft');
     // After all that, a proper approval from the same page goes through.
     await page.locator(`input[value="${a2}"]`).setChecked(false);
-    expect(await submit()).toBe(200);
+    expect(await submit()).toBe(303); // then the outcome page, by GET
+    await page.waitForURL(/\/review\/done\?id=/);
     expect(await page.locator('#outcome').getAttribute('data-status')).toBe('approved');
     await page.close();
   });

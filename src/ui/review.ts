@@ -21,6 +21,8 @@ import { sendPage } from './login.js';
 export const REVIEW_PATH = '/ui/apps/access-requests/review';
 export const APPROVE_PATH = `${REVIEW_PATH}/approve`;
 export const DENY_PATH = `${REVIEW_PATH}/deny`;
+/** Where a popup-flow decision lands (post, redirect, get): a reload shows the outcome again, never re-posts. */
+const DONE_PATH = `${REVIEW_PATH}/done`;
 
 type ReviewData = ReturnType<typeof reviewView>;
 type Form = Record<string, unknown>;
@@ -389,8 +391,27 @@ export function mountReviewUi(
       ctx.status = 303;
       return;
     }
-    renderOutcome(ctx, decided, requests.appInfoFor(decided));
+    ctx.status = 303;
+    ctx.redirect(`${DONE_PATH}?id=${encodeURIComponent(decided.id)}`);
+    ctx.status = 303;
   }
+
+  router.get(DONE_PATH, async function showOutcome(ctx) {
+    const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
+    const user = sessionUser(ctx, deps);
+    if (!user) {
+      ctx.status = 303;
+      ctx.redirect(loginHref(id));
+      ctx.status = 303;
+      return;
+    }
+    const record = requests.get(id);
+    if (!record || !requests.visibleTo(record, user)) return renderGone(ctx, 'unknown');
+    if (record.status === 'approved' || record.status === 'denied') return renderOutcome(ctx, record, requests.appInfoFor(record));
+    ctx.status = 303;
+    ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(id)}`);
+    ctx.status = 303;
+  });
 
   const selectionOf = (form: Form, record: AccessRequestRecord): Selection => ({
     role: appRoles.find((r) => r === form.approved_role),
