@@ -291,16 +291,18 @@ describe('external issuer mode (--issuer/--audience)', () => {
     expect((await strict.list(await issuer.token(strict.first.scope, { sub: strict.aliceId }))).status).toBe(200);
   });
 
-  it('an issuer that is down at first use: 401 (never 500), then works once it answers', async () => {
+  it('an issuer that is down at first use: 503 issuer_unavailable with Retry-After (never 500, never 401), then works once it answers', async () => {
     const token = await issuer.token(strict.first.scope, { sub: strict.aliceId });
     const fresh = await svcFor(issuer, false);
     try {
       const ours = await issuer.token(fresh.first.scope, { sub: fresh.aliceId });
       issuer.down = true;
       const res = await fresh.list(ours);
-      expect401(res, fresh.d);
+      expect(res.status).toBe(503);
+      expect(res.body.error).toMatchObject({ type: 'upstream_error', code: 'issuer_unavailable' });
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(res.text).not.toContain(ours);
-      // the app sees invalid_token; the operator's log says why
+      // the app keeps its token and retries; the operator's log says why
       const logs = fresh.d.logs.join('');
       expect(logs).toContain("cannot get the issuer's signing keys: discovery document of");
       expect(logs).not.toContain(ours);

@@ -112,6 +112,13 @@ export class BearerVerifier {
       payload = result.payload;
       typ = result.protectedHeader.typ;
     } catch (err) {
+      // The issuer's keys could not be fetched: not the token's fault, so not a 401 that would
+      // make the app throw a good token away.
+      if (!(err instanceof joseErrors.JOSEError) || err instanceof joseErrors.JWKSTimeout) {
+        throw new AppError(503, 'upstream_error', 'issuer_unavailable', "The authorization server's signing keys cannot be fetched right now; try again shortly.", {
+          headers: { 'Retry-After': '5' },
+        });
+      }
       throw this.fail(describeJoseError(err));
     }
     const typOk = typ?.toLowerCase() === 'at+jwt' || typ?.toLowerCase() === 'application/at+jwt' || (this.opts.allowJwtTyp && (typ === undefined || typ.toUpperCase() === 'JWT'));
