@@ -341,15 +341,21 @@ export function mountReviewUi(
     return { record, view: reviewView(requests, record, user, deps.clock(), ownedInstances(user)) };
   }
 
-  router.get(REVIEW_PATH, async function showReview(ctx) {
+  /** The GET pages' request id and user; with no session, a 303 to the login form and back. */
+  function viewer(ctx: AppContext): { id: string; user?: UserRecord } {
     const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
     const user = sessionUser(ctx, deps);
     if (!user) {
       ctx.status = 303;
       ctx.redirect(loginHref(id));
       ctx.status = 303;
-      return;
     }
+    return { id, user };
+  }
+
+  router.get(REVIEW_PATH, async function showReview(ctx) {
+    const { id, user } = viewer(ctx);
+    if (!user) return;
     const loaded = load(ctx, id, user);
     if (loaded) renderReview(ctx, loaded.view, user, csrfToken(ctx) ?? '', { redirectUrl: loaded.record.redirect_url });
   });
@@ -397,14 +403,8 @@ export function mountReviewUi(
   }
 
   router.get(DONE_PATH, async function showOutcome(ctx) {
-    const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
-    const user = sessionUser(ctx, deps);
-    if (!user) {
-      ctx.status = 303;
-      ctx.redirect(loginHref(id));
-      ctx.status = 303;
-      return;
-    }
+    const { id, user } = viewer(ctx);
+    if (!user) return;
     const record = requests.get(id);
     if (!record || !requests.visibleTo(record, user)) return renderGone(ctx, 'unknown');
     if (record.status === 'approved' || record.status === 'denied') return renderOutcome(ctx, record, requests.appInfoFor(record));
