@@ -141,3 +141,22 @@ describe('man/svc.1', () => {
     for (const code of Object.values(EXIT)) expect(section).toMatch(new RegExp(`^\\.TP\\n\\.B ${code}$`, 'm'));
   });
 });
+
+describe('help', () => {
+  it('every command, down to each subcommand, leads its help with examples', async () => {
+    const program = buildProgram({ out() {}, err() {}, isTTY: false });
+    const missing: string[] = [];
+    const walk = (cmd: Command, path: string[]) => {
+      for (const sub of cmd.commands) {
+        const full = [...path, sub.name()];
+        let help = '';
+        sub.configureOutput({ writeOut: (s) => (help += s), writeErr: () => undefined });
+        sub.outputHelp();
+        if (!help.trimStart().startsWith('Examples:') || !help.includes(`$ `)) missing.push(full.join(' '));
+        walk(sub, full);
+      }
+    };
+    walk(program, ['svc']);
+    expect(missing).toEqual([]);
+  });
+});

@@ -46,6 +46,7 @@ export function buildProgram(o: Output): Command {
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
+    shareExamples(cmd, o);
   }
   return program;
 }
@@ -74,5 +75,22 @@ export async function main(argv: string[], o: Output = processOutput()): Promise
     }
     say((err as Error)?.message ?? String(err));
     return EXIT.error;
+  }
+}
+
+/**
+ * A group's examples are written once, on the group (`svc mcp --help`); each subcommand's help
+ * leads with the lines that are about it (`svc mcp add --help`).
+ */
+function shareExamples(group: Command, o: Output): void {
+  if (group.commands.length === 0) return;
+  let text = '';
+  group.configureOutput({ writeOut: (s) => (text += s), writeErr: () => undefined });
+  group.outputHelp();
+  group.configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
+  const examples = text.split('\n').filter((l) => l.trimStart().startsWith('$ '));
+  for (const sub of group.commands) {
+    const mine = examples.filter((l) => new RegExp(`svc ${group.name()} ${sub.name()}( |$)`).test(l));
+    if (mine.length > 0) sub.addHelpText('before', `Examples:\n${mine.join('\n')}\n`);
   }
 }

@@ -32,6 +32,9 @@ export function registerMcp(program: Command, o: Output): void {
   $ svc mcp add --name search --url http://127.0.0.1:3002/mcp --allow-tools search,fetch
   $ svc mcp list --json
   $ svc mcp disable 9b1e...
+  $ svc mcp enable 9b1e...
+  $ svc mcp allow-tools 9b1e... search,fetch
+  $ svc mcp remove 9b1e...
 `,
     );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());

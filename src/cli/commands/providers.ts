@@ -23,6 +23,7 @@ export function registerProviders(program: Command, o: Output): void {
   $ printf %s "$OPENAI_API_KEY" | svc providers add openai --base-url https://api.openai.com/v1 --api-key-stdin --models gpt-4o-mini
   $ svc providers list
   $ svc providers refresh ollama
+  $ svc providers remove ollama
 `,
     );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());

@@ -68,6 +68,7 @@ export function registerSession(program: Command, o: Output): void {
   program
     .command('logout')
     .description('End the CLI session')
+    .addHelpText('before', 'Examples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
     .action(async (_opts, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals());
       await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);

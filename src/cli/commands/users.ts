@@ -15,7 +15,16 @@ export function registerUsers(program: Command, o: Output): void {
   const users = program
     .command('users')
     .description('Manage local accounts (manager or admin)')
-    .addHelpText('before', 'Examples:\n  $ printf %s "$PW" | svc users add alice --role power_user --password-stdin\n  $ svc users list --json\n  $ svc users set-role alice user\n');
+    .addHelpText(
+      'before',
+      `Examples:
+  $ printf %s "$PW" | svc users add alice --role power_user --password-stdin
+  $ svc users list --json
+  $ svc users set-role alice user
+  $ printf %s "$NEW_PW" | svc users passwd alice --password-stdin
+  $ svc users remove alice
+`,
+    );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
   const enc = encodeURIComponent;
 
