@@ -100,8 +100,6 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());
-  const hostSet = () => hosts;
-  const originSet = () => origins;
   /**
    * A browser app may use the MCP proxy from its own origin: one of its registered redirect URIs'
    * origins (or svc's own). Apps of an external issuer are not in the registry; any origin goes.
@@ -118,7 +116,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       }
     });
   };
-  const sameOrigin = sameOriginOnly(originSet);
+  const sameOrigin = sameOriginOnly(origins);
   const session = requireSession(deps);
   const authenticateSession: Middleware<AppState> = (ctx, next) => sameOrigin(ctx, () => session(ctx, next));
 
@@ -178,7 +176,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       deps.logger.debug({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }
   };
-  const common: Middleware<AppState>[] = [tagRequest, errorMiddleware(deps.logger, deps.config.bodyLimit), securityHeaders, hostCheck(hostSet), appCors];
+  const common: Middleware<AppState>[] = [tagRequest, errorMiddleware(deps.logger, deps.config.bodyLimit), securityHeaders, hostCheck(hosts), appCors];
   const dataPlane = new Koa<AppState>({ proxy: false });
   for (const mw of common) {
     koa.use(mw);

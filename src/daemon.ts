@@ -14,7 +14,6 @@ import { lockDataDir } from './store/lock.js';
 import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
-
 import { DAEMON_FILE } from './daemon-info.js';
 
 export { DAEMON_FILE };

@@ -17,7 +17,6 @@ export interface BearerGrant {
   user: UserRecord;
   role: AppRole;
   clientId: string;
-  tokenExp: number;
 }
 
 export interface VerifierOptions {
@@ -52,8 +51,8 @@ export function remoteKeysFromDiscovery(issuer: string, onIssuerError?: (message
     try {
       return await (await keys)(header, token);
     } catch (err) {
-      // The app only ever sees invalid_token; an unreachable or misconfigured issuer is the
-      // operator's to know. An unknown kid is the token's problem, not the issuer's.
+      // An unreachable or misconfigured issuer is the operator's to know (the app gets a 503);
+      // an unknown kid is the token's problem, not the issuer's.
       if (!(err instanceof joseErrors.JWKSNoMatchingKey)) onIssuerError?.(err instanceof Error ? err.message : String(err));
       throw err;
     }
@@ -156,7 +155,7 @@ export class BearerVerifier {
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
     if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
     const role: AppRole = appRoleAtMost(record.approved_role, 'scope_user_power_user') ? record.approved_role : 'scope_user_power_user';
-    return { record, user, role, clientId: entry.clientId, tokenExp: entry.expMs };
+    return { record, user, role, clientId: entry.clientId };
   }
 }
 

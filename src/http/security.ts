@@ -23,10 +23,10 @@ export function allowedOrigins(hosts: Set<string>, baseUrl: string): Set<string>
   return origins;
 }
 
-export function hostCheck(hosts: () => Set<string>): Middleware<AppState> {
+export function hostCheck(hosts: Set<string>): Middleware<AppState> {
   return async function refuseUnknownHost(ctx, next) {
     const host = (ctx.get('Host') || '').toLowerCase();
-    if (!hosts().has(host)) {
+    if (!hosts.has(host)) {
       throw new AppError(400, 'invalid_request_error', 'invalid_host', 'Unknown Host header; use the address svc prints at start (or set --base-url).');
     }
     await next();
@@ -40,12 +40,12 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  * Origin on cross-origin POST/PUT/DELETE and Sec-Fetch-Site on modern engines; non-browser
  * clients (the CLI, scripts) send neither and are not at risk of CSRF.
  */
-export function sameOriginOnly(origins: () => Set<string>): Middleware<AppState> {
+export function sameOriginOnly(origins: Set<string>): Middleware<AppState> {
   return async function refuseCrossOrigin(ctx, next) {
     if (!SAFE_METHODS.has(ctx.method)) {
       const site = ctx.get('Sec-Fetch-Site');
       const origin = ctx.get('Origin');
-      if ((site && site !== 'same-origin' && site !== 'none') || (origin && !origins().has(origin.toLowerCase()))) {
+      if ((site && site !== 'same-origin' && site !== 'none') || (origin && !origins.has(origin.toLowerCase()))) {
         throw forbidden('Cross-origin requests may not change state.', 'cross_origin');
       }
     }

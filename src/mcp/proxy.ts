@@ -22,6 +22,8 @@ function filterToolList(message: JsonRpc, instance: McpInstanceRecord, listIds: 
   return { ...message, result: { ...message.result, tools: message.result!.tools!.filter((t) => typeof t?.name === 'string' && toolAllowed(instance, t.name)) } };
 }
 
+const EVENT_END = /\r?\n\r?\n/;
+
 /**
  * Rewrites an SSE stream event by event, filtering tools/list results. Events are passed on as
  * soon as they are complete, so streaming is kept.
@@ -31,19 +33,14 @@ function filterSse(source: Readable, write: (text: string) => void, end: () => v
   source.setEncoding('utf8');
   source.on('data', (text: string) => {
     buffered += text;
-    let at: number;
-    while ((at = buffered.search(/\r?\n\r?\n/)) !== -1) {
-      const sep = /\r?\n\r?\n/.exec(buffered.slice(at))![0];
-      const event = buffered.slice(0, at);
-      buffered = buffered.slice(at + sep.length);
+    for (let m = EVENT_END.exec(buffered); m; m = EVENT_END.exec(buffered)) {
+      const event = buffered.slice(0, m.index);
+      buffered = buffered.slice(m.index + m[0].length);
       const lines = event.split(/\r?\n/);
+      const fields = lines.filter((l) => !l.startsWith('data:'));
       const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
-      if (data.length === 0) {
-        write(`${event}\n\n`);
-        continue;
-      }
-      const rewritten = rewrite(data.join('\n'));
-      write(`${lines.filter((l) => !l.startsWith('data:')).join('\n')}${lines.some((l) => !l.startsWith('data:')) ? '\n' : ''}data: ${rewritten}\n\n`);
+      if (data.length === 0) write(`${event}\n\n`);
+      else write(`${fields.map((l) => `${l}\n`).join('')}data: ${rewrite(data.join('\n'))}\n\n`);
     }
   });
   source.on('end', () => {

@@ -17,7 +17,7 @@ interface ToolCache {
   refreshed_at: string;
 }
 
-const cachesOf = (db: Db): Record<string, ToolCache> => ((db.mcp_tools ??= {}) as Record<string, ToolCache>);
+const cachesOf = (db: Db): Record<string, ToolCache> => db.mcp_tools as Record<string, ToolCache>;
 
 export const toolAllowed = (instance: McpInstanceRecord, name: string) => instance.allow_tools === null || instance.allow_tools.includes(name);
 

@@ -15,7 +15,7 @@ export interface AliasRecord {
   created_at: string;
 }
 
-export const aliasesOf = (db: Db): AliasRecord[] => ((db.model_aliases ??= []) as AliasRecord[]);
+export const aliasesOf = (db: Db): AliasRecord[] => db.model_aliases as AliasRecord[];
 
 export const aliasId = z.string().min(1).max(200).regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'an alias is letters, digits and . _ : - (no slash: provider/model ids are reserved)');
 export const putAliasBody = z.strictObject({
@@ -58,9 +58,9 @@ export class ModelCatalog {
     const db = this.store.data as Db;
     const byId = new Map<string, ResolvedModel>();
     const listed: Index['listed'] = [];
-    const providers = providersOf(db as Db);
+    const providers = providersOf(db);
     const byName = new Map(providers.map((p) => [p.name, p]));
-    for (const a of aliasesOf(db as Db)) {
+    for (const a of aliasesOf(db)) {
       const p = byName.get(a.provider);
       if (!p || byId.has(a.id)) continue;
       byId.set(a.id, { provider: p, upstreamModel: a.model, defaults: a.defaults });

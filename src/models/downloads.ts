@@ -26,7 +26,7 @@ export interface PullRecord {
   updated_at: string;
 }
 
-const pullsOf = (db: Db): PullRecord[] => ((db.model_pulls ??= []) as PullRecord[]);
+const pullsOf = (db: Db): PullRecord[] => db.model_pulls as PullRecord[];
 
 /** A plain file name: no separators, no leading dot, nothing that could leave the models folder. */
 export const modelFilename = z

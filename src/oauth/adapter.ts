@@ -22,7 +22,7 @@ const hashId = (model: string, id: string) => createHash('sha256').update(`${mod
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
 
-const durableOf = (db: Db): DurableRecord[] => ((db.oauth_state ??= []) as DurableRecord[]);
+const durableOf = (db: Db): DurableRecord[] => db.oauth_state as DurableRecord[];
 
 /**
  * oidc-provider's storage adapter. Clients come from svc's registry; refresh tokens and grants

@@ -20,7 +20,7 @@ export interface OAuthClientRecord {
   created_at: string;
 }
 
-const clientsOf = (db: Db): OAuthClientRecord[] => ((db.oauth_clients ??= []) as OAuthClientRecord[]);
+const clientsOf = (db: Db): OAuthClientRecord[] => db.oauth_clients as OAuthClientRecord[];
 
 /**
  * A redirect URI as registered: absolute, http(s) or a private-use scheme for native apps, no

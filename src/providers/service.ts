@@ -25,7 +25,7 @@ export interface ProviderRecord {
   created_at: string;
 }
 
-export const providersOf = (db: Db): ProviderRecord[] => ((db.providers ??= []) as ProviderRecord[]);
+export const providersOf = (db: Db): ProviderRecord[] => db.providers as ProviderRecord[];
 
 export const toPublicProvider = (p: ProviderRecord): z.infer<typeof provider> => ({
   name: p.name,
@@ -136,7 +136,7 @@ export class ProvidersService {
     this.get(name);
     await this.store.update((db) => {
       db.providers = providersOf(db).filter((p) => p.name !== name);
-      db.model_aliases = ((db.model_aliases ?? []) as { provider: string }[]).filter((a) => a.provider !== name);
+      db.model_aliases = (db.model_aliases as { provider: string }[]).filter((a) => a.provider !== name);
     });
     this.openedKeys.delete(name);
   }

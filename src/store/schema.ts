@@ -88,12 +88,34 @@ export interface Db {
   sessions: SessionRecord[];
   mcp_instances: McpInstanceRecord[];
   access_requests: AccessRequestRecord[];
-  /** later features keep their own collections here; unknown keys are preserved */
+  /**
+   * The other features' collections, typed by the feature that owns them (through its own
+   * accessor); always present, so reading one never writes it into being.
+   */
+  oauth_clients: unknown[];
+  oauth_state: unknown[];
+  providers: unknown[];
+  model_aliases: unknown[];
+  model_pulls: unknown[];
+  mcp_tools: Record<string, unknown>;
+  /** unknown keys are preserved */
   [collection: string]: unknown;
 }
 
 export function emptyDb(): Db {
-  return { meta: null, users: [], sessions: [], mcp_instances: [], access_requests: [] };
+  return {
+    meta: null,
+    users: [],
+    sessions: [],
+    mcp_instances: [],
+    access_requests: [],
+    oauth_clients: [],
+    oauth_state: [],
+    providers: [],
+    model_aliases: [],
+    model_pulls: [],
+    mcp_tools: {},
+  };
 }
 
 /** Loose structural check of a loaded file: enough to refuse a file that is not ours. */
@@ -104,6 +126,12 @@ const dbFileSchema = z
     sessions: z.array(z.object({ id_hash: z.string() }).passthrough()),
     mcp_instances: z.array(z.object({ id: z.string() }).passthrough()),
     access_requests: z.array(z.object({ id: z.string(), status: z.enum(accessRequestStatuses) }).passthrough()),
+    oauth_clients: z.array(z.object({}).passthrough()).optional(),
+    oauth_state: z.array(z.object({}).passthrough()).optional(),
+    providers: z.array(z.object({}).passthrough()).optional(),
+    model_aliases: z.array(z.object({}).passthrough()).optional(),
+    model_pulls: z.array(z.object({}).passthrough()).optional(),
+    mcp_tools: z.record(z.string(), z.unknown()).optional(),
   })
   .passthrough();
 
