@@ -7,7 +7,7 @@ import { accessRequestRoutes } from './access-requests/routes.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
-import { PROTECTED_RESOURCE_PATH, protectedResourceRoute } from './auth/protected-resource.js';
+import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
 import { requireSession, sessionMiddleware } from './auth/sessions.js';
 import { UsersService } from './auth/users.js';
@@ -73,8 +73,10 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const catalog = new ModelCatalog(deps.store, deps.clock);
   const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger);
 
-  const metadataUrl = () => `${deps.baseUrl()}${PROTECTED_RESOURCE_PATH}`;
   const { config } = deps;
+  // An external issuer's tokens carry its one audience, so only the embedded issuer points hosts
+  // at the per-resource documents.
+  const metadataUrl = (path = '/') => (config.issuer ? `${deps.baseUrl()}${PROTECTED_RESOURCE_PATH}` : metadataUrlFor(deps.baseUrl(), path));
   let authorizationServer: AuthorizationServer | null = null;
   let verifier: BearerVerifier;
   if (config.issuer) {
@@ -88,12 +90,12 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     const keys = await loadSigningKeys(deps.store, deps.box);
     verifier = new BearerVerifier(
       // only the access-token key: the RS256 ID-token key of the same issuer signs no access token
-      { issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`, audience: deps.baseUrl(), allowJwtTyp: false, algorithms: ['ES256'], keys: localKeys(keys.publicKeys) },
+      { issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`, audience: deps.baseUrl(), allowJwtTyp: false, algorithms: ['ES256'], keys: localKeys(keys.publicKeys), resourceBound: true },
       deps.store,
       deps.clock,
       metadataUrl,
     );
-    authorizationServer = await createAuthorizationServer(deps, { clients, requests, keys, cookieKeys: opts.sessionKeys, verifier });
+    authorizationServer = await createAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier });
   }
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const bearer = requireBearer(verifier, metadataUrl);
@@ -135,7 +137,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
     ...mcpInstanceRoutes(instances),
     ...oauthClientRoutes(clients),
-    protectedResourceRoute(deps, issuer),
+    ...protectedResourceRoutes(deps, issuer),
     ...appMcpRoutes(instances, mcpTools, (ctx) => mcpOriginAllowed(ctx.get('Origin'), ctx.state.grant?.clientId), deps.config.mcpTimeoutMs),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),

@@ -24,6 +24,14 @@ export interface Config {
   allowJwtTyp: boolean;
   /** How long an MCP server may take to answer (tool calls, the proxy's POSTs), in ms. */
   mcpTimeoutMs: number;
+  /** Fetch Client ID Metadata Documents from loopback and private addresses too (development, tests). */
+  clientMetadataAllowLoopback: boolean;
+  /** Dynamic client registrations a minute per address; 0 turns the limit off. */
+  rateLimitRegistration: number;
+  /** At most this many self-registered clients at once; 0 turns registration off. */
+  dynamicClientMax: number;
+  /** Self-registered clients unused this many days are removed; 0 keeps them. */
+  dynamicClientRetentionDays: number;
 }
 
 export interface ConfigFlags {
@@ -38,6 +46,10 @@ export interface ConfigFlags {
   issuer?: string;
   audience?: string;
   allowJwtTyp?: boolean;
+  clientMetadataAllowLoopback?: boolean;
+  rateLimitRegistration?: string | number;
+  dynamicClientMax?: string | number;
+  dynamicClientRetentionDays?: string | number;
 }
 
 export class ConfigError extends Error {
@@ -113,6 +125,10 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     audience: audience === undefined ? null : String(audience),
     allowJwtTyp: Boolean(flags.allowJwtTyp) || env.SVC_ALLOW_JWT_TYP === '1' || env.SVC_ALLOW_JWT_TYP === 'true',
     mcpTimeoutMs: integer(env.SVC_MCP_TIMEOUT_MS ?? 30_000, 'SVC_MCP_TIMEOUT_MS', 100, 3_600_000),
+    clientMetadataAllowLoopback: Boolean(flags.clientMetadataAllowLoopback) || env.SVC_CLIENT_METADATA_ALLOW_LOOPBACK === '1' || env.SVC_CLIENT_METADATA_ALLOW_LOOPBACK === 'true',
+    rateLimitRegistration: integer(pick(flags.rateLimitRegistration, 'SVC_RATE_LIMIT_REGISTRATION') ?? 10, 'rate-limit-registration', 0, 1_000_000),
+    dynamicClientMax: integer(pick(flags.dynamicClientMax, 'SVC_DYNAMIC_CLIENT_MAX') ?? 500, 'dynamic-client-max', 0, 1_000_000),
+    dynamicClientRetentionDays: integer(pick(flags.dynamicClientRetentionDays, 'SVC_DYNAMIC_CLIENT_RETENTION_DAYS') ?? 30, 'dynamic-client-retention-days', 0, 36_500),
   };
 }
 

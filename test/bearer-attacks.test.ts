@@ -74,7 +74,9 @@ describe('Bearer attack matrix (embedded issuer)', () => {
     expect(res.body).toMatchObject({ error: { type: 'authentication_error', code: 'invalid_token' } });
     expect(typeof res.body.error.message).toBe('string');
     expect(Object.keys(res.body)).toEqual(['error']);
-    expect(res.headers.get('www-authenticate')).toBe(`Bearer error="invalid_token", resource_metadata="${d.baseUrl}/.well-known/oauth-protected-resource"`);
+    // error="invalid_token" only when a credential was sent (RFC 6750 §3.1)
+    const challenge = res.headers.get('www-authenticate') ?? '';
+    expect(challenge.replace('error="invalid_token", ', '')).toBe(`Bearer resource_metadata="${d.baseUrl}/.well-known/oauth-protected-resource", scope="scope_user_user"`);
     expect(res.text).not.toContain(aliceInstance);
     expect(res.text).not.toContain(bobInstance);
     expect(handlerCalls).toBe(before);
@@ -131,8 +133,11 @@ describe('Bearer attack matrix (embedded issuer)', () => {
   });
 
   describe('refused before the handler', () => {
-    it('no token', async () => {
-      await expectRefused(() => call(null));
+    it('no token: the challenge carries no error code (RFC 6750 §3.1)', async () => {
+      const res = await expectRefused(() => call(null));
+      expect(res.headers.get('www-authenticate')).not.toContain('error=');
+      const sent = await expectRefused(() => call('garbage'));
+      expect(sent.headers.get('www-authenticate')).toContain('error="invalid_token"');
     });
 
     it('another scheme, an empty Bearer, a token with spaces', async () => {
@@ -225,6 +230,14 @@ describe('Bearer attack matrix (embedded issuer)', () => {
       await expectRefused(() => call(tokens!.id_token!));
     });
 
+    it('a sender-constrained token (cnf: DPoP or mTLS) sent as a plain Bearer', async () => {
+      await expectRefused(() => call(null, LIST, {}).then(() => call(null)));
+      for (const cnf of [{ jkt: 'x'.repeat(43) }, { 'x5t#S256': 'y'.repeat(43) }]) {
+        const token = await forge({ ...goodClaims(), cnf });
+        await expectRefused(() => call(token));
+      }
+    });
+
     it('two access-request scopes', async () => {
       const second = await grant(alice, clientA.clientId, aliceInstance);
       await expectRefused(async () => call(await forge({ ...goodClaims(), scope: `${grantA.scope} ${second.scope}` })));
@@ -312,7 +325,9 @@ describe('Bearer attack matrix (embedded issuer)', () => {
     });
 
     it('the same refusals on every Bearer route, before its body is validated', async () => {
-      const header = `Bearer error="invalid_token", resource_metadata="${d.baseUrl}/.well-known/oauth-protected-resource"`;
+      // RFC 6750 §3.1: no error code when no credential was sent; an MCP proxy URL names its own metadata
+      const header = (path: string, sent: boolean) =>
+        `Bearer ${sent ? 'error="invalid_token", ' : ''}resource_metadata="${d.baseUrl}/.well-known/oauth-protected-resource${path.endsWith('/mcp') ? path : ''}", scope="scope_user_user"`;
       const bearerRoutes = d.app.routes.filter((r: AnyRouteDef) => r.auth === 'bearer');
       expect(bearerRoutes.map((r: AnyRouteDef) => r.path)).toEqual(expect.arrayContaining([LIST, `${LIST}/{id}`, '/v1/models', '/v1/chat/completions', '/v1/embeddings']));
       const expired = await forge({ ...goodClaims(), iat: nowS() - 700, exp: nowS() - 100 });
@@ -325,7 +340,7 @@ describe('Bearer attack matrix (embedded issuer)', () => {
           const res = await new Api(d.url).request(route.method.toUpperCase(), path, route.method === 'get' ? undefined : {}, headers);
           expect(res.status, `${route.method} ${path} ${res.text}`).toBe(401);
           expect(res.body.error).toMatchObject({ type: 'authentication_error', code: 'invalid_token' });
-          expect(res.headers.get('www-authenticate')).toBe(header);
+          expect(res.headers.get('www-authenticate')).toBe(header(path, token !== null));
         }
       }
     });

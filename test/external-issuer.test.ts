@@ -183,7 +183,7 @@ describe('external issuer mode (--issuer/--audience)', () => {
   const expect401 = (res: { status: number; body: any; headers: Headers }, d: TestDaemon) => {
     expect(res.status).toBe(401);
     expect(res.body.error).toMatchObject({ type: 'authentication_error', code: 'invalid_token' });
-    expect(res.headers.get('www-authenticate')).toBe(`Bearer error="invalid_token", resource_metadata="${d.baseUrl}/.well-known/oauth-protected-resource"`);
+    expect(res.headers.get('www-authenticate')).toBe(`Bearer error="invalid_token", resource_metadata="${d.baseUrl}/.well-known/oauth-protected-resource", scope="scope_user_user"`);
   };
 
   it('accepts a token of the external issuer, found through its discovery document and JWKS over HTTP', async () => {

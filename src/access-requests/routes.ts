@@ -33,12 +33,22 @@ function unauthenticatedLimit(deps: AppDeps, clientIdOf: (ctx: Parameters<Middle
   };
 }
 
+/** The origin a redirect URI sends the person to (a private-use scheme has none: the scheme then). */
+function originOf(uri: string): string {
+  try {
+    const url = new URL(uri);
+    return url.origin !== 'null' ? url.origin : `${url.protocol}//${url.host}`;
+  } catch {
+    return uri.slice(0, 200);
+  }
+}
+
 export function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
   const app = service.appInfoFor(record);
   return {
     id: record.id,
     app_client_id: record.app_client_id,
-    ...(app?.name ? { app_name: app.name } : {}),
+    ...(app?.name || record.authorize?.client_name ? { app_name: app?.name ?? record.authorize!.client_name! } : {}),
     ...(app?.description ? { app_description: app.description } : {}),
     flow_type: record.flow_type,
     status: record.status,
@@ -50,10 +60,15 @@ export function reviewView(service: AccessRequestsService, record: AccessRequest
     max_grantable_role: service.maxGrantable(record, reviewer),
     ...(record.approved_role ? { approved_role: record.approved_role } : {}),
     ...(record.approved ? { approved: record.approved } : {}),
-    mcp_servers: record.requested.mcp_servers.map(({ url }) => ({
-      url,
-      instances: owned.filter((m) => m.url === url).map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled })),
-    })),
+    ...(record.authorize ? { client_kind: record.authorize.client_kind, redirect_origin: originOf(record.authorize.redirect_uri) } : {}),
+    mcp_servers: record.requested.mcp_servers.map(({ url }) => {
+      const mine = owned.filter((m) => m.url === url);
+      // The one default every surface starts from: the instance the app's request named (an MCP
+      // host's resource), else the first enabled one.
+      const suggested = mine.find((m) => m.enabled && record.authorize?.suggested_instance_ids.includes(m.id));
+      const pick = (suggested ?? mine.find((m) => m.enabled))?.id;
+      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick })) };
+    }),
   };
 }
 

@@ -128,7 +128,13 @@ export const denyResponse = z.object({
 
 export const revokeResponse = z.object({ id: z.uuid(), status: z.literal('revoked') });
 
-const reviewInstance = z.object({ id: z.string(), name: z.string(), url: z.string(), enabled: z.boolean() });
+const reviewInstance = z.object({
+  id: z.string(),
+  name: z.string(),
+  url: z.string(),
+  enabled: z.boolean(),
+  selected: z.boolean().describe('Ticked by default on every review surface: the instance the app named, else the first enabled one'),
+});
 
 export const reviewResponse = z
   .object({
@@ -144,6 +150,11 @@ export const reviewResponse = z
     expires_at: z.string(),
     expires_in_seconds: z.number().int().describe('Seconds of draft life left by the server clock; 0 once decided or expired'),
     max_grantable_role: appRole.describe("The highest role this reviewer may grant for this request"),
+    client_kind: z
+      .enum(['registered', 'dynamic', 'metadata_document'])
+      .optional()
+      .describe('Requests made at the authorization endpoint: added by an admin, self-registered (RFC 7591), or known by its metadata document'),
+    redirect_origin: z.string().optional().describe('Requests made at the authorization endpoint: where the app gets its code after the decision'),
     approved_role: appRole.optional(),
     approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
     mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),

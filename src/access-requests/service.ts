@@ -4,7 +4,7 @@ import { appRoleAtMost, maxGrantableRole, lowerAppRole } from '../auth/roles.js'
 import { AppError, conflict, forbidden, invalidBody, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
-import type { AccessRequestRecord, AppRole, Db, UserRecord } from '../store/schema.js';
+import type { AccessRequestRecord, AppRole, AuthorizeOrigin, Db, UserRecord } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
 
@@ -83,6 +83,34 @@ export class AccessRequestsService {
         param: 'redirect_url',
       });
     }
+    return this.insert(input);
+  }
+
+  /**
+   * A request made for a standard OAuth client at the authorization endpoint (CONTRACT §7a). It is
+   * a redirect-flow request whose redirect is the waiting interaction, so every review surface
+   * decides it like any other, and the browser that started the sign-in carries on from there.
+   */
+  async createForAuthorization(input: {
+    clientId: string;
+    role: AppRole;
+    mcpUrls: string[];
+    resumeUrl: string;
+    origin: AuthorizeOrigin;
+  }): Promise<AccessRequestRecord> {
+    return this.insert(
+      {
+        app_client_id: input.clientId,
+        flow_type: 'redirect',
+        requested_role: input.role,
+        requested: { version: '1', mcp_servers: [...new Set(input.mcpUrls)].map((url) => ({ url })) },
+        redirect_url: input.resumeUrl,
+      },
+      input.origin,
+    );
+  }
+
+  private async insert(input: z.output<typeof createAccessRequestBody>, authorize?: AuthorizeOrigin): Promise<AccessRequestRecord> {
     const now = this.clock();
     const record: AccessRequestRecord = {
       id: randomUUID(),
@@ -102,6 +130,7 @@ export class AccessRequestsService {
       revoked_at: null,
       revoked_by: null,
       failure_reason: null,
+      ...(authorize ? { authorize } : {}),
     };
     await this.store.update((db) => {
       db.access_requests.push(record);

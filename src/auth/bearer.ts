@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import type { AppState, Clock } from '../http/context.js';
 import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
 import type { Store } from '../store/store.js';
+import { audienceCovers, resourceTarget } from '../oauth/resources.js';
 import { appRoleAtMost, atLeast } from './roles.js';
 
 export const ACCESS_REQUEST_SCOPE_PREFIX = 'scope_access_request:';
@@ -17,6 +18,8 @@ export interface BearerGrant {
   user: UserRecord;
   role: AppRole;
   clientId: string;
+  /** the resource the credential was issued for; null: every app endpoint */
+  audience: string | null;
 }
 
 export interface VerifierOptions {
@@ -26,6 +29,11 @@ export interface VerifierOptions {
   allowJwtTyp: boolean;
   algorithms: string[];
   keys: JWTVerifyGetKey;
+  /**
+   * The embedded issuer binds each token to one resource of this daemon (`audience` is then the
+   * base URL, and `<base>/v1` or an MCP proxy URL are accepted too, each only on its own paths).
+   */
+  resourceBound?: boolean;
 }
 
 /**
@@ -61,9 +69,15 @@ export function remoteKeysFromDiscovery(issuer: string, onIssuerError?: (message
 
 export const localKeys = (publicKeys: JWK[]): JWTVerifyGetKey => createLocalJWKSet({ keys: publicKeys });
 
-export const invalidToken = (message: string, metadataUrl: string) =>
+/**
+ * A 401 with the RFC 6750 challenge: `error="invalid_token"` only when a credential was sent
+ * (§3.1), the metadata of the very resource asked for, and the role a client should ask for.
+ */
+export const invalidToken = (message: string, metadataUrl: string, credentialSent = true) =>
   new AppError(401, 'authentication_error', 'invalid_token', message, {
-    headers: { 'WWW-Authenticate': `Bearer error="invalid_token", resource_metadata="${metadataUrl}"` },
+    headers: {
+      'WWW-Authenticate': `Bearer ${credentialSent ? 'error="invalid_token", ' : ''}resource_metadata="${metadataUrl}", scope="scope_user_user"`,
+    },
   });
 
 /**
@@ -72,7 +86,7 @@ export const invalidToken = (message: string, metadataUrl: string) =>
  * takes effect on the very next request.
  */
 export class BearerVerifier {
-  private readonly verified = new Map<string, { payload: JWTPayload; accessRequestId: string; clientId: string; expMs: number }>();
+  private readonly verified = new Map<string, { payload: JWTPayload; accessRequestId: string; clientId: string; audience: string | null; expMs: number }>();
   /** Grants and users by id, rebuilt whenever the store's data changes: the per-call check is two lookups. */
   private index: { source: unknown; requests: Map<string, AccessRequestRecord>; users: Map<string, UserRecord> } | null = null;
 
@@ -80,11 +94,16 @@ export class BearerVerifier {
     private readonly opts: VerifierOptions,
     private readonly store: Store,
     private readonly clock: Clock,
-    private readonly metadataUrl: () => string,
+    private readonly metadataUrl: (path?: string) => string,
   ) {}
 
   private fail(message: string): AppError {
     return invalidToken(message, this.metadataUrl());
+  }
+
+  /** Whether a verified grant's token may be used on this request path. */
+  covers(grant: BearerGrant, path: string): boolean {
+    return grant.audience === null || audienceCovers(this.opts.audience, grant.audience, path);
   }
 
   /** Signature, algorithm, typ, iss, aud, exp/nbf and the single access-request scope. */
@@ -102,7 +121,8 @@ export class BearerVerifier {
     try {
       const result = await jwtVerify(token, this.opts.keys, {
         issuer: this.opts.issuer,
-        audience: this.opts.audience,
+        // a bound token's audience is checked below, against the resources of this daemon
+        audience: this.opts.resourceBound ? undefined : this.opts.audience,
         algorithms: this.opts.algorithms,
         clockTolerance: CLOCK_TOLERANCE_S,
         currentDate: new Date(now),
@@ -122,12 +142,21 @@ export class BearerVerifier {
     }
     const typOk = typ?.toLowerCase() === 'at+jwt' || typ?.toLowerCase() === 'application/at+jwt' || (this.opts.allowJwtTyp && (typ === undefined || typ.toUpperCase() === 'JWT'));
     if (!typOk) throw this.fail('The token is not an access token (typ).');
+    // A sender-constrained token (DPoP, mTLS) is only good with its proof, which svc does not check:
+    // it must never pass as a plain Bearer.
+    if (payload.cnf !== undefined) throw this.fail('The token is bound to a key (cnf); svc accepts only Bearer tokens.');
+    let audience: string | null = null;
+    if (this.opts.resourceBound) {
+      const aud = Array.isArray(payload.aud) && payload.aud.length === 1 ? payload.aud[0] : payload.aud;
+      if (typeof aud !== 'string' || !resourceTarget(this.opts.audience, aud)) throw this.fail("The token's aud claim is not acceptable.");
+      audience = aud;
+    }
     const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
     const grants = scopes.filter((s) => s.startsWith(ACCESS_REQUEST_SCOPE_PREFIX));
     if (grants.length !== 1) throw this.fail('The token must carry exactly one scope_access_request scope.');
     const clientId = typeof payload.client_id === 'string' ? payload.client_id : typeof payload.azp === 'string' ? payload.azp : '';
     if (!clientId) throw this.fail('The token names no client.');
-    const entry = { payload, accessRequestId: grants[0].slice(ACCESS_REQUEST_SCOPE_PREFIX.length), clientId, expMs: (payload.exp as number) * 1000 };
+    const entry = { payload, accessRequestId: grants[0].slice(ACCESS_REQUEST_SCOPE_PREFIX.length), clientId, audience, expMs: (payload.exp as number) * 1000 };
     if (this.verified.size >= CACHE_LIMIT) this.verified.delete(this.verified.keys().next().value as string);
     this.verified.set(key, entry);
     return entry;
@@ -155,7 +184,7 @@ export class BearerVerifier {
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
     if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
     const role: AppRole = appRoleAtMost(record.approved_role, 'scope_user_power_user') ? record.approved_role : 'scope_user_power_user';
-    return { record, user, role, clientId: entry.clientId };
+    return { record, user, role, clientId: entry.clientId, audience: entry.audience };
   }
 }
 
@@ -172,16 +201,26 @@ function describeJoseError(err: unknown): string {
  * Bearer authentication for app routes: the token only from the Authorization header (never the
  * query string or a cookie), then BearerVerifier.verify.
  */
-export function requireBearer(verifier: BearerVerifier, metadataUrl: () => string): Middleware<AppState> {
+export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: string) => string): Middleware<AppState> {
   return async function authenticateBearer(ctx, next) {
     const header = ctx.get('Authorization');
     // The scheme name is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
     const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(header);
     if (!match) {
       const inQuery = 'access_token' in ctx.query;
-      throw invalidToken(inQuery ? 'Send the token in the Authorization header, not the query string.' : 'A Bearer token is required.', metadataUrl());
+      if (header) throw invalidToken('The Authorization header must be "Bearer <token>".', metadataUrl(ctx.path));
+      throw invalidToken(inQuery ? 'Send the token in the Authorization header, not the query string.' : 'A Bearer token is required.', metadataUrl(ctx.path), false);
     }
-    ctx.state.grant = await verifier.verify(match[1]);
+    let grant: BearerGrant;
+    try {
+      grant = await verifier.verify(match[1]);
+    } catch (err) {
+      // the challenge names the metadata of the resource that was asked for
+      if (err instanceof AppError && err.status === 401) throw invalidToken(err.message, metadataUrl(ctx.path));
+      throw err;
+    }
+    if (!verifier.covers(grant, ctx.path)) throw invalidToken('The token was issued for another resource of this service.', metadataUrl(ctx.path));
+    ctx.state.grant = grant;
     await next();
   };
 }

@@ -1,7 +1,8 @@
 import type { Middleware } from 'koa';
 import type { AppState } from './context.js';
 
-const APP_PREFIXES = ['/svc/v1/apps/', '/v1/'];
+// RFC 9728 metadata is read by browser-based MCP clients too.
+const APP_PREFIXES = ['/svc/v1/apps/', '/v1/', '/.well-known/oauth-protected-resource'];
 
 /**
  * Apps may run in a browser on their own origin, so the app-facing endpoints answer CORS without

@@ -37,6 +37,10 @@ export class McpInstancesService {
     return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, `${instance.id}:${h.name.toLowerCase()}`, h.value)]));
   }
 
+  find(id: string): McpInstanceRecord | undefined {
+    return this.store.read((db) => db.mcp_instances.find((m) => m.id === id));
+  }
+
   listOwned(owner: UserRecord): McpInstanceRecord[] {
     return this.store.read((db) => db.mcp_instances.filter((m) => m.owner_id === owner.id));
   }

@@ -51,6 +51,8 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
     }
 
     async upsert(id: string, payload: Payload, expiresIn?: number): Promise<void> {
+      // only a client's own registration (RFC 7591) writes a Client
+      if (this.model === 'Client') return clients.registerDynamic(payload);
       const expiresAt = expiresIn ? clock() + expiresIn * 1000 : null;
       if (!this.durable) {
         sweepMemory();

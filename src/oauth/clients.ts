@@ -18,7 +18,15 @@ export interface OAuthClientRecord {
   /** sealed; null for public clients */
   client_secret: string | null;
   created_at: string;
+  /** `dynamic`: registered by the client itself (RFC 7591); absent: added by an admin */
+  kind?: 'registered' | 'dynamic';
+  /** a dynamic client's metadata as the authorization server accepted it */
+  metadata?: Record<string, unknown>;
+  /** last authorization or token request of a dynamic client, kept to the day */
+  last_used_at?: string;
 }
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 const clientsOf = (db: Db): OAuthClientRecord[] => db.oauth_clients as OAuthClientRecord[];
 
@@ -55,7 +63,9 @@ export const oauthClient = z
     redirect_uris: z.array(z.string()),
     public: z.boolean(),
     token_endpoint_auth_method: z.enum(['none', 'client_secret_basic']),
+    kind: z.enum(['registered', 'dynamic']).describe('registered: added by an admin; dynamic: registered itself (RFC 7591)'),
     created_at: z.string(),
+    last_used_at: z.string().optional().describe('Dynamic clients: the day of their last authorization or token request'),
   })
   .meta({ id: 'OAuthClient' });
 
@@ -66,10 +76,27 @@ export const toPublicClient = (c: OAuthClientRecord): z.infer<typeof oauthClient
   redirect_uris: c.redirect_uris,
   public: c.public,
   token_endpoint_auth_method: c.public ? 'none' : 'client_secret_basic',
+  kind: c.kind ?? 'registered',
   created_at: c.created_at,
+  ...(c.last_used_at ? { last_used_at: c.last_used_at } : {}),
 });
 
-/** The embedded authorization server's client registry, managed by admins. */
+/** A removed client's approved grants are revoked and its drafts fail. */
+function endGrantsOfRemovedClient(r: Db['access_requests'][number], removed: Set<string>, now: string, actorId: string | null): void {
+  if (!removed.has(r.app_client_id)) return;
+  if (r.status === 'approved') {
+    r.status = 'revoked';
+    r.revoked_at = now;
+    r.revoked_by = actorId;
+    r.updated_at = now;
+  } else if (r.status === 'draft') {
+    r.status = 'failed';
+    r.failure_reason = 'client_removed';
+    r.updated_at = now;
+  }
+}
+
+/** The embedded authorization server's client registry: clients an admin added, and those that registered themselves. */
 export class OAuthClientsService {
   constructor(
     private readonly store: Store,
@@ -117,26 +144,74 @@ export class OAuthClientsService {
     const now = new Date(this.clock()).toISOString();
     await this.store.update((db) => {
       db.oauth_clients = clientsOf(db).filter((c) => c.client_id !== clientId);
-      for (const r of db.access_requests) {
-        if (r.app_client_id !== clientId) continue;
-        if (r.status === 'approved') {
-          r.status = 'revoked';
-          r.revoked_at = now;
-          r.revoked_by = actor.id;
-          r.updated_at = now;
-        } else if (r.status === 'draft') {
-          r.status = 'failed';
-          r.failure_reason = 'client_removed';
-          r.updated_at = now;
-        }
-      }
+      for (const r of db.access_requests) endGrantsOfRemovedClient(r, new Set([clientId]), now, actor.id);
     });
+  }
+
+  countDynamic(): number {
+    return this.store.read((db) => clientsOf(db).filter((c) => c.kind === 'dynamic').length);
+  }
+
+  /** Stores a client that registered itself (RFC 7591), as the authorization server accepted it. */
+  async registerDynamic(metadata: Record<string, unknown>): Promise<void> {
+    const clientId = String(metadata.client_id);
+    const now = new Date(this.clock()).toISOString();
+    const name = typeof metadata.client_name === 'string' ? metadata.client_name.replace(/[\0-\x1f\x7f]/g, '').slice(0, 100) : '';
+    const record: OAuthClientRecord = {
+      client_id: clientId,
+      name: name || 'Unnamed app',
+      description: null,
+      redirect_uris: Array.isArray(metadata.redirect_uris) ? metadata.redirect_uris.map(String) : [],
+      public: true,
+      client_secret: null,
+      created_at: now,
+      kind: 'dynamic',
+      metadata,
+      last_used_at: now,
+    };
+    await this.store.update((db) => {
+      db.oauth_clients = [...clientsOf(db).filter((c) => c.client_id !== clientId), record];
+    });
+  }
+
+  /** Marks a dynamic client as used today (one write a day at most), so it is not swept. */
+  async touch(clientId: string): Promise<void> {
+    const c = this.find(clientId);
+    if (c?.kind !== 'dynamic' || (c.last_used_at && this.clock() - Date.parse(c.last_used_at) < DAY_MS)) return;
+    const now = new Date(this.clock()).toISOString();
+    await this.store.update((db) => {
+      const row = clientsOf(db).find((r) => r.client_id === clientId);
+      if (row) row.last_used_at = now;
+    });
+  }
+
+  /**
+   * Removes dynamic clients unused for `days` (0 keeps them forever). Like an admin's remove, it
+   * revokes what they still hold. Answers how many went.
+   */
+  async sweepDynamic(days: number): Promise<number> {
+    if (days <= 0) return 0;
+    const cutoff = this.clock() - days * DAY_MS;
+    const stale = this.store.read((db) =>
+      clientsOf(db)
+        .filter((c) => c.kind === 'dynamic' && Date.parse(c.last_used_at ?? c.created_at) < cutoff)
+        .map((c) => c.client_id),
+    );
+    if (stale.length === 0) return 0;
+    const gone = new Set(stale);
+    const now = new Date(this.clock()).toISOString();
+    await this.store.update((db) => {
+      db.oauth_clients = clientsOf(db).filter((c) => !gone.has(c.client_id));
+      for (const r of db.access_requests) endGrantsOfRemovedClient(r, gone, now, null);
+    });
+    return stale.length;
   }
 
   /** The metadata oidc-provider needs for a client, secret opened only here. */
   providerMetadata(clientId: string): Record<string, unknown> | undefined {
     const c = this.find(clientId);
     if (!c) return undefined;
+    if (c.kind === 'dynamic' && c.metadata) return { ...c.metadata };
     return {
       client_id: c.client_id,
       client_name: c.name,

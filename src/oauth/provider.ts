@@ -1,22 +1,36 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
+import { randomBytes } from 'node:crypto';
 import mount from 'koa-mount';
 import providerStorage from 'oidc-provider/lib/helpers/als.js';
 import type { AccessRequestsService } from '../access-requests/service.js';
 import { ACCESS_REQUEST_SCOPE_PREFIX, type BearerVerifier } from '../auth/bearer.js';
 import { sessionUser } from '../auth/sessions.js';
 import type { AppDeps, AppState } from '../http/context.js';
+import { RateLimiter } from '../http/rate-limit.js';
+import type { McpInstancesService } from '../mcp/instances.js';
+import { type AppRole, appRoles, type OAuthClientKind } from '../store/schema.js';
 import { html } from '../ui/html.js';
 import { sendPage } from '../ui/login.js';
+import { REVIEW_PATH } from '../ui/review.js';
 import { createAdapterClass } from './adapter.js';
 import { type OAuthClientsService, TOKEN_EXCHANGE_GRANT } from './clients.js';
 import type { SigningKeys } from './keys.js';
 import { loadOidcProvider, withQuietConsole } from './load.js';
+import { registrationPolicy } from './registration.js';
+import { resourceTarget } from './resources.js';
 
 export const OAUTH_PREFIX = '/oauth';
 export const ACCESS_TOKEN_TTL_S = 10 * 60;
 const REFRESH_TOKEN_TTL_S = 14 * 24 * 60 * 60;
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+/** RFC 8414 §3: the metadata of the issuer `<base>/oauth`, at the well-known path inserted before its path. */
+export const AS_METADATA_PATH = `/.well-known/oauth-authorization-server${'/oauth'}`;
+const DISCOVERY_PATH = '/.well-known/openid-configuration';
+/** How long a sign-in waits for the person's decision: the draft's life, and a little more. */
+const INTERACTION_TTL_S = 15 * 60;
+const isAccessRequestScope = (s: string) => s.startsWith(ACCESS_REQUEST_SCOPE_PREFIX);
+const asList = (value: unknown): string[] => (Array.isArray(value) ? value.map(String) : typeof value === 'string' && value ? [value] : []);
 
 // oidc-provider's context and models are untyped; these aliases mark where that is so.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -39,30 +53,65 @@ export interface AuthorizationServer {
  */
 export async function createAuthorizationServer(
   deps: AppDeps,
-  opts: { clients: OAuthClientsService; requests: AccessRequestsService; keys: SigningKeys; cookieKeys: string[]; verifier: BearerVerifier },
+  opts: {
+    clients: OAuthClientsService;
+    requests: AccessRequestsService;
+    instances: McpInstancesService;
+    keys: SigningKeys;
+    cookieKeys: string[];
+    verifier: BearerVerifier;
+  },
 ): Promise<AuthorizationServer> {
   const { Provider, interactionPolicy, errors } = await loadOidcProvider(deps.logger);
   const base = deps.baseUrl();
   const issuer = `${base}${OAUTH_PREFIX}`;
   const audience = base;
-  const { clients, requests, verifier } = opts;
+  const { clients, requests, verifier, instances } = opts;
+  const { config } = deps;
 
-  const resourceServerInfo = (scopes: string[]) => ({
-    scope: scopes.join(' ') || `${ACCESS_REQUEST_SCOPE_PREFIX}none`,
-    audience,
+  const resourceServerInfo = (canonical: string, scopes: string[]) => ({
+    scope: [...new Set([...appRoles, ...scopes])].join(' '),
+    audience: canonical,
     accessTokenTTL: ACCESS_TOKEN_TTL_S,
     accessTokenFormat: 'jwt' as const,
     jwt: { sign: { alg: 'ES256' } },
   });
 
+  /** A resource value of this daemon, normalised, or invalid_target (another origin, an unknown path or instance). */
+  const targetOf = (resource: string) => {
+    const found = resourceTarget(base, resource);
+    if (!found) throw new errors.InvalidTarget(`${resource} is not a resource of this svc: use ${base}, ${base}/v1 or an MCP proxy URL (svc mcp list)`);
+    if (found.target.kind === 'mcp' && !instances.find(found.target.instanceId)) {
+      throw new errors.InvalidTarget('no MCP instance has that proxy URL');
+    }
+    return found;
+  };
+
   // Every authorization passes the login prompt once, where the svc session answers it: so the
-  // account behind a code is always the user logged in to svc right now.
+  // account behind a code is always the user logged in to svc right now. And every one passes the
+  // consent prompt, where svc decides from the access request behind it.
   const policy = interactionPolicy.base();
   policy.get('login')!.checks.add(
     new interactionPolicy.Check('svc_session', 'the svc session confirms the user', (ctx: OidcCtx) => (ctx.oidc.result?.login ? false : true)),
   );
+  policy.get('consent')!.checks.add(
+    new interactionPolicy.Check('svc_access_request', 'an approved access request stands behind every grant', (ctx: OidcCtx) => (ctx.oidc.result?.consent ? false : true)),
+  );
+
+  /** Ends a grant and every token of it: its access request is no longer approved. */
+  const endTokenFamily = async (grantId: string) => {
+    for (const model of ['RefreshToken', 'AuthorizationCode', 'AccessToken']) await new Adapter(model).revokeByGrantId(grantId);
+    await new Adapter('Grant').destroy(grantId);
+  };
+
+  /** The one access-request scope a grant holds for a resource. */
+  const grantedRequestScope = (grant: OidcModel, resource: string): string | undefined =>
+    String(grant?.getResourceScope?.(resource) ?? '')
+      .split(' ')
+      .find(isAccessRequestScope);
 
   const Adapter = createAdapterClass(deps.store, deps.box, clients, deps.clock);
+  const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
   const secure = base.startsWith('https:');
   const provider = await withQuietConsole(deps.logger, () => {
     const p = new Provider(issuer, {
@@ -85,21 +134,65 @@ export async function createAuthorizationServer(
         revocation: { enabled: true },
         userinfo: { enabled: false },
         rpInitiatedLogout: { enabled: false },
+        // Tokens are only ever Bearer tokens: svc checks no proof of possession (issue: a DPoP-bound
+        // token must never pass as a Bearer, so none is issued).
+        dPoP: { enabled: false },
+        registration: { enabled: config.dynamicClientMax > 0, initialAccessToken: false, idFactory: () => `svc-dyn-${randomBytes(12).toString('base64url')}` },
+        clientIdMetadataDocument: {
+          enabled: true,
+          ack: 'draft-02',
+          // oidc-provider refuses special-use addresses at connect time; for development the
+          // operator may let loopback through (see `fetch` below).
+          allowFetch: async () => true,
+        },
         resourceIndicators: {
           enabled: true,
           defaultResource: async () => audience,
           useGrantedResource: async () => true,
           async getResourceServerInfo(ctx: OidcCtx, resource: string, client: OidcModel) {
-            if (resource !== audience) throw new errors.InvalidTarget(`the only resource here is ${audience}`);
-            const entities = ctx.oidc.entities as { AuthorizationCode?: { accountId?: string }; RefreshToken?: { accountId?: string } };
-            const accountId = entities.AuthorizationCode?.accountId ?? entities.RefreshToken?.accountId ?? ctx.oidc.session?.accountId;
-            const scopes = requests.approvedScopesFor(client.clientId, accountId);
-            if (scopes.length === 0 && ctx.oidc.route === 'token') {
+            const { canonical } = targetOf(resource);
+            if (ctx.oidc.route !== 'token') {
+              // svc's own flow names the approved request in the scope; a standard client names a role.
+              const accountId = ctx.oidc.session?.accountId;
+              return resourceServerInfo(canonical, requests.approvedScopesFor(client.clientId, accountId));
+            }
+            // At the token endpoint the grant must still stand on an approved access request of this
+            // client and user; if not, the whole token family ends here.
+            const entities = ctx.oidc.entities as { Grant?: OidcModel; AuthorizationCode?: OidcModel; RefreshToken?: OidcModel };
+            const source = entities.AuthorizationCode ?? entities.RefreshToken;
+            const grant = entities.Grant ?? (source?.grantId ? await ctx.oidc.provider.Grant.find(source.grantId) : undefined);
+            const scope = grantedRequestScope(grant, resource);
+            const record = scope ? requests.get(scope.slice(ACCESS_REQUEST_SCOPE_PREFIX.length)) : undefined;
+            if (!scope || !record || record.status !== 'approved' || record.app_client_id !== client.clientId || record.user_id !== source?.accountId) {
+              if (source?.grantId) await endTokenFamily(source.grantId);
               throw new errors.InvalidGrant('the access request behind this grant is no longer approved');
             }
-            return resourceServerInfo(scopes);
+            return resourceServerInfo(canonical, [scope]);
           },
         },
+      },
+      extraClientMetadata: {
+        // oidc-provider has no hook for registration policy; a validator over a property of our own
+        // runs on every client it builds, and is where svc's rules for self-registration live.
+        properties: ['svc_policy'],
+        validator: registrationPolicy(errors),
+      },
+      formats: {
+        customizers: {
+          // A standard client asks for a role, but the token must name the access request it stands
+          // on (CONTRACT §7): that scope is in the grant, set when the person approved.
+          async jwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }) {
+            const scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);
+            if (scopes.some(isAccessRequestScope) || !token.grantId || !token.resourceServer) return;
+            const grant = ctx?.oidc?.entities?.Grant ?? (await ctx.oidc.provider.Grant.find(token.grantId));
+            const scope = grantedRequestScope(grant, token.resourceServer.identifier());
+            if (scope) jwt.payload.scope = [...scopes, scope].join(' ');
+          },
+        },
+      },
+      async fetch(url: URL | string, options: RequestInit & { dispatcher?: unknown }) {
+        if (config.clientMetadataAllowLoopback) delete options.dispatcher;
+        return fetch(url, options);
       },
       interactions: { url: async (_ctx: OidcCtx, interaction: OidcModel) => `${OAUTH_PREFIX}/interaction/${interaction.uid}`, policy },
       issueRefreshToken: async (_ctx: OidcCtx, client: OidcModel) => client.grantTypeAllowed('refresh_token'),
@@ -109,7 +202,7 @@ export async function createAuthorizationServer(
         AccessToken: ACCESS_TOKEN_TTL_S,
         AuthorizationCode: 60,
         IdToken: ACCESS_TOKEN_TTL_S,
-        Interaction: 10 * 60,
+        Interaction: INTERACTION_TTL_S,
         Session: 24 * 60 * 60,
         Grant: REFRESH_TOKEN_TTL_S,
         RefreshToken: REFRESH_TOKEN_TTL_S,
@@ -133,7 +226,8 @@ export async function createAuthorizationServer(
       if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
         throw new errors.InvalidRequest(`requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
       }
-      if (params.resource && params.resource !== audience) throw new errors.InvalidTarget();
+      const resource = params.resource ? String(params.resource) : audience;
+      const { canonical } = targetOf(resource);
       let subject;
       try {
         subject = await verifier.verify(String(params.subject_token ?? ''));
@@ -150,10 +244,10 @@ export async function createAuthorizationServer(
       }
       const { Grant, AccessToken, ResourceServer } = ctx.oidc.provider;
       const grant = new Grant({ accountId: subject.user.id, clientId: client.clientId });
-      grant.addResourceScope(audience, scopes[0]);
+      grant.addResourceScope(resource, scopes[0]);
       const grantId = await grant.save();
       const at = new AccessToken({ accountId: subject.user.id, client, grantId, gty: 'token_exchange', scope: scopes[0] });
-      at.resourceServer = new ResourceServer(audience, resourceServerInfo(scopes));
+      at.resourceServer = new ResourceServer(resource, resourceServerInfo(canonical, scopes));
       ctx.oidc.entity('AccessToken', at);
       const value = await at.save();
       ctx.body = { access_token: value, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: at.expiration, scope: at.scope };
@@ -165,12 +259,62 @@ export async function createAuthorizationServer(
   const mounted = mount(OAUTH_PREFIX, provider as never) as unknown as Middleware<AppState>;
   let inFlight = 0;
   const interactionPath = `${OAUTH_PREFIX}/interaction/`;
+  /** Interactions waiting for a person's decision, by uid: the access request each one made. */
+  const waiting = new Map<string, { id: string; until: number }>();
+  const remember = (uid: string, id: string) => {
+    const now = deps.clock();
+    for (const [key, v] of waiting) if (v.until <= now) waiting.delete(key);
+    waiting.set(uid, { id, until: now + INTERACTION_TTL_S * 1000 });
+  };
+
+  // A dynamic client that keeps signing in is kept (CONTRACT §7a: unused ones go after 30 days).
+  const touch = (ctx: OidcCtx) => {
+    const clientId = ctx?.oidc?.client?.clientId;
+    if (clientId) clients.touch(clientId).catch((err: Error) => deps.logger.warn({ err: err.message }, 'could not mark an OAuth client used'));
+  };
+  provider.on('authorization.success', touch);
+  provider.on('grant.success', touch);
+
+  const oauthError = (ctx: Parameters<Middleware<AppState>>[0], status: number, error: string, description: string) => {
+    ctx.status = status;
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { error, error_description: description };
+  };
+
+  /** What the client is, for the person deciding: registered by an admin, by itself, or by a metadata document. */
+  const clientKind = (clientId: string): OAuthClientKind => {
+    const known = clients.find(clientId);
+    if (known) return known.kind ?? 'registered';
+    return /^https:/.test(clientId) ? 'metadata_document' : 'registered';
+  };
 
   return {
     issuer,
     middleware: async function authorizationServer(ctx, next) {
-      if (ctx.path !== OAUTH_PREFIX && !ctx.path.startsWith(`${OAUTH_PREFIX}/`)) return next();
+      if (ctx.path === AS_METADATA_PATH || ctx.path === `${AS_METADATA_PATH}/`) {
+        // RFC 8414's location for an issuer with a path; the same document as OIDC discovery.
+        ctx.path = `${OAUTH_PREFIX}${DISCOVERY_PATH}`;
+      } else if (ctx.path !== OAUTH_PREFIX && !ctx.path.startsWith(`${OAUTH_PREFIX}/`)) {
+        return next();
+      }
       if (ctx.path.startsWith(interactionPath)) return next();
+      if (ctx.path === `${OAUTH_PREFIX}/auth` && ctx.method === 'GET' && !ctx.query.scope) {
+        // oidc-provider grants nothing to a request that names no scope; for svc such a request
+        // (the conformance suite's, many hosts') asks for the User role.
+        ctx.querystring = `${ctx.querystring ? `${ctx.querystring}&` : ''}scope=scope_user_user`;
+      }
+      if (ctx.path === `${OAUTH_PREFIX}/reg` && ctx.method === 'POST') {
+        // Anyone may register, so registration is rate-limited per address and capped in number.
+        try {
+          registrations.hit(ctx.ip);
+        } catch {
+          ctx.set('Retry-After', '60');
+          return oauthError(ctx, 429, 'rate_limited', 'Too many client registrations from this address; try again in a minute.');
+        }
+        if (clients.countDynamic() >= config.dynamicClientMax) {
+          return oauthError(ctx, 429, 'too_many_clients', 'svc holds as many self-registered clients as it may; ask the person to remove unused ones (svc clients list).');
+        }
+      }
       inFlight++;
       try {
         return await mounted(ctx, next);
@@ -190,12 +334,15 @@ export async function createAuthorizationServer(
           sendPage(ctx, 400, 'Sign-in expired', () => html`<div class="card"><h1>This sign-in has expired</h1><p>Return to the app and start again.</p></div>`);
           return;
         }
-        const finish = async (result: Record<string, unknown>) => {
-          const to = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+        const finish = async (result: Record<string, unknown>, merge = false) => {
+          const to = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: merge });
           ctx.status = 303;
           ctx.redirect(to);
           ctx.status = 303;
         };
+        // A consent result keeps the login of the same sign-in, so the prompts are satisfied at once
+        // (even with prompt=consent, which would otherwise ask again for ever).
+        const deny = (description: string) => finish({ error: 'access_denied', error_description: description }, true);
         if (details.prompt.name === 'login') {
           const user = sessionUser(ctx, deps);
           if (!user) {
@@ -205,31 +352,80 @@ export async function createAuthorizationServer(
           await finish({ login: { accountId: user.id, remember: false } });
           return;
         }
-        if (details.prompt.name === 'consent') {
-          const accountId = details.session?.accountId;
-          const clientId = String(details.params.client_id);
-          const requested = String(details.params.scope ?? '').split(' ').filter(Boolean);
-          const grants = requested.filter((s) => s.startsWith(ACCESS_REQUEST_SCOPE_PREFIX));
-          if (grants.length !== 1) {
-            await finish({ error: 'invalid_scope', error_description: 'request exactly one scope_access_request:<id>' });
-            return;
-          }
-          if (!accountId || !requests.approvedScopesFor(clientId, accountId).includes(grants[0])) {
-            await finish({ error: 'access_denied', error_description: 'that access request is not approved for this app by this user' });
-            return;
-          }
+        if (details.prompt.name !== 'consent') return deny('unsupported interaction');
+
+        const accountId = details.session?.accountId;
+        const clientId = String(details.params.client_id);
+        const requested = String(details.params.scope ?? '').split(' ').filter(Boolean);
+        const resources = asList(details.params.resource);
+        const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access');
+        const grantRequest = async (scope: string, extra: string[] = []) => {
           const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId });
-          if (!grant) {
-            await finish({ error: 'access_denied', error_description: 'grant not found' });
-            return;
-          }
-          grant.addResourceScope(audience, grants[0]);
-          const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access');
+          if (!grant) return deny('grant not found');
+          for (const resource of resources.length ? resources : [audience]) grant.addResourceScope(resource, [...extra, scope].join(' '));
           if (oidcScopes.length) grant.addOIDCScope(oidcScopes.join(' '));
-          await finish({ consent: { grantId: await grant.save() } });
+          return finish({ consent: { grantId: await grant.save() } }, true);
+        };
+        if (!accountId) return deny('no signed-in user');
+
+        // svc's own flow: the app names the access request the person already approved.
+        const named = requested.filter(isAccessRequestScope);
+        if (named.length > 1) return finish({ error: 'invalid_scope', error_description: 'request at most one scope_access_request:<id>' }, true);
+        if (named.length === 1) {
+          if (!requests.approvedScopesFor(clientId, accountId).includes(named[0])) return deny('that access request is not approved for this app by this user');
+          return grantRequest(named[0]);
+        }
+
+        // A standard client (an MCP host, any OAuth app): its request becomes an access request that
+        // the person decides on the review page, and the sign-in resumes here afterwards.
+        const uid = String(ctx.params.uid);
+        const pending = waiting.get(uid);
+        if (!pending) {
+          const role: AppRole = requested.includes('scope_user_power_user') ? 'scope_user_power_user' : 'scope_user_user';
+          const mcpUrls: string[] = [];
+          const suggested: string[] = [];
+          for (const resource of resources) {
+            const { target } = targetOf(resource);
+            if (target.kind !== 'mcp') continue;
+            const instance = instances.find(target.instanceId);
+            if (!instance) continue;
+            mcpUrls.push(instance.url);
+            suggested.push(instance.id);
+          }
+          const client = await (provider as OidcModel).Client.find(clientId);
+          const record = await requests.createForAuthorization({
+            clientId,
+            role,
+            mcpUrls,
+            resumeUrl: `${base}${interactionPath}${uid}`,
+            origin: {
+              interaction: uid,
+              redirect_uri: String(details.params.redirect_uri ?? ''),
+              client_kind: clientKind(clientId),
+              client_name: typeof client?.clientName === 'string' ? client.clientName.slice(0, 100) : null,
+              suggested_instance_ids: suggested,
+            },
+          });
+          remember(uid, record.id);
+          deps.logger.info({ accessRequest: record.id, client: clientId }, 'access request made at the authorization endpoint');
+          ctx.status = 303;
+          ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
+          ctx.status = 303;
           return;
         }
-        await finish({ error: 'access_denied', error_description: 'unsupported interaction' });
+        const record = requests.get(pending.id);
+        if (!record) return deny('the access request is gone');
+        if (record.status === 'draft') {
+          ctx.status = 303;
+          ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
+          ctx.status = 303;
+          return;
+        }
+        waiting.delete(uid);
+        if (record.status !== 'approved') return deny(`the access request was ${record.status}`);
+        if (record.user_id !== accountId) return deny('the access request was approved by another user than the one signing in');
+        const roles = appRoles.filter((r) => requested.includes(r));
+        return grantRequest(`${ACCESS_REQUEST_SCOPE_PREFIX}${record.id}`, roles);
       });
     },
   };

@@ -50,6 +50,21 @@ export interface ApprovedMcpServer {
   instance_ids: string[];
 }
 
+/** How the client behind an authorization-endpoint request is known (CONTRACT §7a). */
+export type OAuthClientKind = 'registered' | 'dynamic' | 'metadata_document';
+
+/** Set on a request made at the authorization endpoint by a standard OAuth client (an MCP host). */
+export interface AuthorizeOrigin {
+  /** the authorization server's interaction that resumes once the person decides */
+  interaction: string;
+  /** where the client's authorization code goes: shown to the person */
+  redirect_uri: string;
+  client_kind: OAuthClientKind;
+  client_name: string | null;
+  /** the instances named by the request's resource values: ticked for their owner */
+  suggested_instance_ids: string[];
+}
+
 export interface AccessRequestRecord {
   id: string;
   app_client_id: string;
@@ -69,6 +84,8 @@ export interface AccessRequestRecord {
   revoked_at: string | null;
   revoked_by: string | null;
   failure_reason: string | null;
+  /** present when the request was made at the authorization endpoint */
+  authorize?: AuthorizeOrigin;
 }
 
 export interface DbMeta {

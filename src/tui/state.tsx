@@ -66,9 +66,9 @@ export function selectableInstances(data: ReviewData | null): { url: string; id:
   return data.mcp_servers.flatMap((s) => s.instances.filter((i) => i.enabled).map((i) => ({ url: s.url, id: i.id })));
 }
 
-/** The first enabled instance of each requested URL: what a detail starts with ticked. */
+/** What a detail starts with ticked: the daemon's default selection, shared by every surface. */
 export function firstEnabledOfEach(data: ReviewData): string[] {
-  return data.mcp_servers.flatMap((s) => s.instances.find((i) => i.enabled)?.id ?? []);
+  return data.mcp_servers.flatMap((s) => s.instances.filter((i) => i.enabled && i.selected).map((i) => i.id));
 }
 
 /** Roles `r` may cycle through: the lowest up to max_grantable_role. */

@@ -134,14 +134,30 @@ tick()})();`;
 /** The popup's last page: it says what was decided, then closes itself (it was opened by the app's script). */
 const CLOSE_SCRIPT = `setTimeout(function(){window.close();setTimeout(function(){if(!window.closed){document.getElementById('close-note').textContent='This window could not close itself. You can close it now and go back to the app.'}},400)},1200);`;
 
-function appHeader(view: Pick<ReviewData, 'app_client_id'> & { app_name?: string; app_description?: string }, eyebrow: string, title: SafeHtml) {
-  const known = Boolean(view.app_name);
+const CLIENT_KINDS: Record<NonNullable<ReviewData['client_kind']>, string> = {
+  registered: 'Registered by your admin',
+  dynamic: 'Registered itself',
+  metadata_document: 'Known by its metadata document',
+};
+
+function appHeader(
+  view: Pick<ReviewData, 'app_client_id'> & { app_name?: string; app_description?: string; client_kind?: ReviewData['client_kind']; redirect_origin?: string },
+  eyebrow: string,
+  title: SafeHtml,
+) {
+  // An app that signs in through OAuth is known by how it registered; the rest by svc's registry.
+  const known = Boolean(view.app_name) && (!view.client_kind || view.client_kind === 'registered');
   return html`<header class="app">
 <div class="monogram${known ? '' : ' unknown'}" aria-hidden="true">${monogram(view.app_name ?? view.app_client_id)}</div>
 <div class="who"><p class="eyebrow">${eyebrow}</p>
 <h1>${title}</h1>
 ${view.app_description ? html`<p class="desc">${view.app_description}</p>` : ''}
-<p class="client">Client ID <code>${view.app_client_id}</code> ${known ? '' : html`<span class="badge warn">Not a registered app</span>`}</p>
+<p class="client">Client ID <code>${view.app_client_id}</code> ${
+  view.client_kind && view.client_kind !== 'registered'
+    ? html`<span class="badge warn" id="client-kind">${CLIENT_KINDS[view.client_kind]}</span>`
+    : known ? '' : html`<span class="badge warn">Not a registered app</span>`
+}</p>
+${view.redirect_origin ? html`<p class="client" id="redirect-origin">Signs in from <code>${view.redirect_origin}</code></p>` : ''}
 </div></header>`;
 }
 
@@ -162,9 +178,9 @@ function renderReview(ctx: AppContext, view: ReviewData, user: UserRecord, csrf:
   const cap = view.max_grantable_role;
   const offered = appRoles.slice(0, appRoles.indexOf(cap) + 1);
   const role = opts.selection?.role && offered.includes(opts.selection.role) ? opts.selection.role : cap;
-  // Each URL starts with its first enabled instance ticked; after an error, with what was sent.
-  const picked = (instance: { id: string; enabled: boolean }, firstEnabled: string | undefined) =>
-    instance.enabled && (opts.selection?.instanceIds ? opts.selection.instanceIds.has(instance.id) : instance.id === firstEnabled);
+  // Each URL starts with the daemon's default selection ticked; after an error, with what was sent.
+  const picked = (instance: { id: string; enabled: boolean; selected: boolean }) =>
+    instance.enabled && (opts.selection?.instanceIds ? opts.selection.instanceIds.has(instance.id) : instance.selected);
   const title = view.app_name
     ? html`${view.app_name} wants to use your local AI`
     : html`An unregistered app wants to use your local AI`;
@@ -194,17 +210,18 @@ ${view.mcp_servers.length === 0
   ? html`<p class="none">This app did not ask for any MCP server.</p>`
   : html`<p class="hint">Tick the instances of each server the app may use. A server with nothing ticked is not shared.</p>
 ${view.mcp_servers.map((server, i) => {
-  const firstEnabled = server.instances.find((m) => m.enabled)?.id;
   return html`<div class="server" role="group" aria-labelledby="server-${i}"><code class="url" id="server-${i}">${server.url}</code>
 ${server.instances.length === 0
   ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>svc mcp add --url ${server.url}</code> and reload.</p>`
   : html`<div class="choices">${server.instances.map(
-      (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m, firstEnabled) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
+      (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
     )}</div>`}
 </div>`;
 })}`}
 </fieldset>
-<p class="then">${view.flow_type === 'redirect' && opts.redirectUrl
+<p class="then">${view.redirect_origin
+      ? html`When you decide, you go back to <code>${view.redirect_origin}</code>, which is told the answer.`
+      : view.flow_type === 'redirect' && opts.redirectUrl
       ? html`When you decide, you go back to <code>${opts.redirectUrl}</code>.`
       : html`When you decide, this window closes and the app carries on.`}</p>
 <div class="actions"><button type="submit" class="danger" formaction="${DENY_PATH}" id="deny">Deny</button><button type="submit" class="primary" id="approve">Approve</button></div>
@@ -213,7 +230,7 @@ ${server.instances.length === 0
 </div>`,
     COUNTDOWN_SCRIPT,
   );
-  if (view.flow_type === 'redirect' && opts.redirectUrl) allowFormRedirectTo(ctx, opts.redirectUrl);
+  if (view.flow_type === 'redirect' && opts.redirectUrl && !view.client_kind) allowFormRedirectTo(ctx, opts.redirectUrl);
 }
 
 /**
@@ -297,6 +314,24 @@ function renderOutcome(ctx: AppContext, record: AccessRequestRecord, info: { nam
   );
 }
 
+/** After a sign-in's decision: the browser goes back to the waiting sign-in, which ends at the app. */
+function renderResume(ctx: AppContext, record: AccessRequestRecord): void {
+  const to = new URL(record.redirect_url!).pathname;
+  const approved = record.status === 'approved';
+  sendPage(
+    ctx,
+    200,
+    approved ? 'Access approved' : 'Access denied',
+    (nonce) => html`${styleTag(nonce)}<div class="card outcome" id="outcome" data-status="${record.status}">
+<div class="icon ${approved ? 'ok' : 'no'}" aria-hidden="true">${approved ? '✓' : '✕'}</div>
+<h1>${approved ? 'Access approved' : 'Access denied'}</h1>
+<p>Taking you back to the app${record.authorize ? html` at <code>${record.authorize.redirect_uri.slice(0, 200)}</code>` : ''}…</p>
+<p><a href="${to}" id="continue">Continue</a></p>
+</div>`,
+    `location.replace(${JSON.stringify(to)});`,
+  );
+}
+
 /**
  * Mounts the review page and its Approve and Deny form posts. The posts are guarded by
  * sameOriginOnly (answered with a page here rather than JSON), then by the session's CSRF token.
@@ -356,6 +391,14 @@ export function mountReviewUi(
   router.get(REVIEW_PATH, async function showReview(ctx) {
     const { id, user } = viewer(ctx);
     if (!user) return;
+    const decided = requests.get(id);
+    if (decided?.authorize && decided.redirect_url && decided.user_id === user.id && (decided.status === 'approved' || decided.status === 'denied')) {
+      // decided on another surface: the sign-in that is waiting for it goes on
+      ctx.status = 303;
+      ctx.redirect(new URL(decided.redirect_url).pathname);
+      ctx.status = 303;
+      return;
+    }
     const loaded = load(ctx, id, user);
     if (loaded) renderReview(ctx, loaded.view, user, csrfToken(ctx) ?? '', { redirectUrl: loaded.record.redirect_url });
   });
@@ -390,7 +433,9 @@ export function mountReviewUi(
       const view = reviewView(requests, fresh, user, deps.clock(), ownedInstances(user));
       return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record) });
     }
-    const redirect = decided.flow_type === 'redirect' ? decisionRedirect(decided) : undefined;
+    // A sign-in (authorization endpoint) goes on through the done page: a form post's redirects
+    // may only reach this origin (CSP form-action), and the sign-in ends at the app's.
+    const redirect = decided.flow_type === 'redirect' && !decided.authorize ? decisionRedirect(decided) : undefined;
     if (redirect) {
       ctx.status = 303;
       ctx.redirect(redirect);
@@ -407,6 +452,7 @@ export function mountReviewUi(
     if (!user) return;
     const record = requests.get(id);
     if (!record || !requests.visibleTo(record, user)) return renderGone(ctx, 'unknown');
+    if (record.authorize && record.redirect_url && (record.status === 'approved' || record.status === 'denied')) return renderResume(ctx, record);
     if (record.status === 'approved' || record.status === 'denied') return renderOutcome(ctx, record, requests.appInfoFor(record));
     ctx.status = 303;
     ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(id)}`);

@@ -31,31 +31,38 @@ export async function authorize(
   config: oidc.Configuration,
   user: Api,
   scope: string,
-  extra: Record<string, string> = {},
+  extra: Record<string, string | string[]> = {},
   login?: { username: string; password: string },
+  /** a standard client's sign-in stops at the review page: the person decides there (or elsewhere) */
+  decide?: (accessRequestId: string) => Promise<void>,
 ) {
   const verifier = oidc.randomPKCECodeVerifier();
   const state = oidc.randomState();
-  let url: string = oidc
-    .buildAuthorizationUrl(config, {
-      redirect_uri: REDIRECT_URI,
-      scope,
-      code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: 'S256',
-      state,
-      ...extra,
-    })
-    .href;
+  const built = oidc.buildAuthorizationUrl(config, {
+    redirect_uri: REDIRECT_URI,
+    ...(scope ? { scope } : {}),
+    code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+    state,
+  });
+  // repeated parameters (RFC 8707 allows several `resource` values)
+  for (const [k, v] of Object.entries(extra)) for (const one of Array.isArray(v) ? v : [v]) built.searchParams.append(k, one);
+  let url: string = built.href;
+  let decided = false;
   const jar = new Map<string, string>();
   for (const part of user.cookieHeader.split('; ').filter(Boolean)) {
     const at = part.indexOf('=');
     jar.set(part.slice(0, at), part.slice(at + 1));
   }
   for (let hop = 0; hop < 12; hop++) {
+    if (decide && !decided && new URL(url).pathname === '/ui/apps/access-requests/review') {
+      decided = true;
+      await decide(new URL(url).searchParams.get('id')!);
+    }
     if (url.startsWith(REDIRECT_URI)) {
       const callback = new URL(url);
       if (callback.searchParams.get('error')) return { error: callback.searchParams.get('error')!, description: callback.searchParams.get('error_description') };
-      const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state });
+      const tokens = await oidc.authorizationCodeGrant(config, callback, { pkceCodeVerifier: verifier, expectedState: state }, extra.resource ? { resource: String([extra.resource].flat()[0]) } : undefined);
       return { tokens };
     }
     const res = await fetch(url, { redirect: 'manual', headers: { Cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') } });

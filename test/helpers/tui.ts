@@ -59,12 +59,12 @@ export function review(over: Partial<ReviewData> = {}): ReviewData {
       {
         url: URL_A,
         instances: [
-          { id: 'aaaaaaaa-0000-4000-8000-000000000001', name: 'files-home', url: URL_A, enabled: true },
-          { id: 'bbbbbbbb-0000-4000-8000-000000000002', name: 'files-old', url: URL_A, enabled: false },
-          { id: 'cccccccc-0000-4000-8000-000000000003', name: 'files-work', url: URL_A, enabled: true },
+          { id: 'aaaaaaaa-0000-4000-8000-000000000001', name: 'files-home', url: URL_A, enabled: true, selected: true },
+          { id: 'bbbbbbbb-0000-4000-8000-000000000002', name: 'files-old', url: URL_A, enabled: false, selected: false },
+          { id: 'cccccccc-0000-4000-8000-000000000003', name: 'files-work', url: URL_A, enabled: true, selected: false },
         ],
       },
-      { url: URL_B, instances: [{ id: 'dddddddd-0000-4000-8000-000000000004', name: 'search', url: URL_B, enabled: true }] },
+      { url: URL_B, instances: [{ id: 'dddddddd-0000-4000-8000-000000000004', name: 'search', url: URL_B, enabled: true, selected: true }] },
     ],
     ...over,
   };

@@ -26,6 +26,10 @@ export function registerServe(program: Command, o: Output): void {
     .option('--issuer <url>', 'trust this external OAuth issuer instead of the embedded one (env SVC_ISSUER)')
     .option('--audience <aud>', 'the audience external tokens must carry; default the base URL (env SVC_AUDIENCE)')
     .option('--allow-jwt-typ', 'with --issuer: also accept access tokens with typ JWT (env SVC_ALLOW_JWT_TYP=1)')
+    .option('--client-metadata-allow-loopback', 'fetch client metadata documents from loopback and private addresses too; for development (env SVC_CLIENT_METADATA_ALLOW_LOOPBACK=1)')
+    .option('--rate-limit-registration <n>', 'dynamic client registrations a minute per address, 0 = off (env SVC_RATE_LIMIT_REGISTRATION)')
+    .option('--dynamic-client-max <n>', 'most self-registered OAuth clients kept at once, 0 = no registration (env SVC_DYNAMIC_CLIENT_MAX)')
+    .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
     .action(async (_opts, cmd: Command) => {
       const flags = cmd.optsWithGlobals();
       let config;

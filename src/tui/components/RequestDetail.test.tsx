@@ -61,7 +61,7 @@ describe('RequestDetail', () => {
   });
 
   it('fits 80x24 however many instances: scrolls to keep the highlighted one in view', () => {
-    const instances = Array.from({ length: 30 }, (_, i) => ({ id: `${String(i).padStart(8, '0')}-0000-4000-8000-000000000000`, name: `inst-${i}`, url: URL_A, enabled: true }));
+    const instances = Array.from({ length: 30 }, (_, i) => ({ id: `${String(i).padStart(8, '0')}-0000-4000-8000-000000000000`, name: `inst-${i}`, url: URL_A, enabled: true, selected: i === 0 }));
     const data = review({ mcp_servers: [{ url: URL_A, instances }] });
     const frame = frameOf(props({ data, cursor: 20 }));
     const lines = frame.split('\n');
@@ -77,7 +77,7 @@ describe('RequestDetail', () => {
       app_client_id: 'client-\u001b[2J',
       app_name: 'Evil\u001b]52;c;Zm9v\u0007 App',
       app_description: 'd'.repeat(500),
-      mcp_servers: [{ url: long, instances: [{ id: 'aaaaaaaa-1', name: 'n\u001b[31m', url: long, enabled: true }] }],
+      mcp_servers: [{ url: long, instances: [{ id: 'aaaaaaaa-1', name: 'n\u001b[31m', url: long, enabled: true, selected: true }] }],
     });
     const frame = frameOf(props({ data }));
     expect(frame).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);

@@ -1,0 +1,206 @@
+import * as oidc from 'openid-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { Api, userApi } from './helpers/http.js';
+import { authorize, oidcConfig, REDIRECT_URI, registerClient } from './helpers/oauth.js';
+
+/**
+ * CONTRACT §7a: standard OAuth clients (MCP hosts, any OAuth app) get in through consent at the
+ * authorization endpoint, with no svc-specific code: openid-client plays the client here, the
+ * person decides through the same session API the review page uses. The MCP SDK client and a real
+ * browser drive the same flow in mcp-oauth.test.ts.
+ */
+describe('standard clients at the authorization endpoint', () => {
+  let d: TestDaemon;
+  let admin: Api;
+  let alice: Api;
+  let instanceId: string;
+  const MCP_URL = 'http://127.0.0.1:9301/mcp';
+
+  beforeAll(async () => {
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    admin = await new Api(d.url).login('admin', d.adminPassword);
+    alice = await userApi(d.url, admin, 'alice', 'power_user');
+    instanceId = (await alice.post('/svc/v1/mcps', { name: 'files', url: MCP_URL })).body.instance.id;
+  });
+  afterAll(() => d.stop());
+
+  const proxyUrl = (id = instanceId) => `${d.baseUrl}/svc/v1/apps/mcps/${id}/mcp`;
+  const approve = (role = 'scope_user_user', instanceIds = [instanceId]) => async (id: string) => {
+    const review = await alice.get(`/svc/v1/access-requests/${id}/review`);
+    const res = await alice.put(`/svc/v1/access-requests/${id}/approve`, {
+      approved_role: role,
+      approved: { version: '1', mcp_servers: review.body.mcp_servers.map((s: { url: string }) => ({ url: s.url, instance_ids: instanceIds })) },
+    });
+    expect(res.status, res.text).toBe(200);
+  };
+  const publicClient = async () => (await registerClient(admin, { name: 'Host', public: true })).clientId;
+
+  it('publishes RFC 8414 metadata at the path-inserted location, with registration and metadata documents', async () => {
+    const res = await new Api(d.url).get('/.well-known/oauth-authorization-server/oauth');
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      issuer: `${d.baseUrl}/oauth`,
+      registration_endpoint: `${d.baseUrl}/oauth/reg`,
+      client_id_metadata_document_supported: true,
+      code_challenge_methods_supported: ['S256'],
+    });
+    // DPoP is not enforced by the resource side, so it is not offered at all
+    expect(res.body.dpop_signing_alg_values_supported).toBeUndefined();
+  });
+
+  it('points a 401 from an MCP proxy URL at that URL’s own RFC 9728 document, served with CORS and real scopes', async () => {
+    const res = await new Api(d.url).post(`/svc/v1/apps/mcps/${instanceId}/mcp`, {});
+    expect(res.status).toBe(401);
+    const challenge = res.headers.get('www-authenticate')!;
+    const metadataUrl = /resource_metadata="([^"]+)"/.exec(challenge)![1];
+    expect(metadataUrl).toBe(`${d.baseUrl}/.well-known/oauth-protected-resource/svc/v1/apps/mcps/${instanceId}/mcp`);
+    expect(challenge).toContain('scope="scope_user_user"');
+    const prm = await fetch(metadataUrl, { headers: { Origin: 'http://localhost:6274' } });
+    expect(prm.headers.get('access-control-allow-origin')).toBe('*');
+    expect(await prm.json()).toMatchObject({
+      resource: proxyUrl(),
+      authorization_servers: [`${d.baseUrl}/oauth`],
+      scopes_supported: ['scope_user_user', 'scope_user_power_user'],
+    });
+    const root = await new Api(d.url).get('/.well-known/oauth-protected-resource');
+    expect(root.body.scopes_supported).not.toContain('scope_access_request:<id>');
+  });
+
+  it('a pre-registered public client asking no scope: review, approve, code, a token bound to the MCP URL', async () => {
+    const clientId = await publicClient();
+    const config = await oidcConfig(d, clientId);
+    let requestId = '';
+    const result = await authorize(config, alice, '', { resource: proxyUrl() }, undefined, async (id) => {
+      requestId = id;
+      const review = await alice.get(`/svc/v1/access-requests/${id}/review`);
+      expect(review.body).toMatchObject({
+        app_client_id: clientId,
+        requested_role: 'scope_user_user',
+        client_kind: 'registered',
+        redirect_origin: new URL(REDIRECT_URI).origin,
+        mcp_servers: [{ url: MCP_URL, instances: [{ id: instanceId, selected: true }] }],
+      });
+      await approve()(id);
+    });
+    expect(result.error, result.description ?? '').toBeUndefined();
+    const token = result.tokens!.access_token;
+    const claims = JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
+    expect(claims.aud).toBe(proxyUrl());
+    expect(claims.scope.split(' ')).toContain(`scope_access_request:${requestId}`);
+    // it is an access request like any other: listed, decided by alice
+    const listed = await alice.get('/svc/v1/access-requests?status=approved');
+    expect(listed.body.data.map((r: { id: string }) => r.id)).toContain(requestId);
+    // bound to that resource: refused elsewhere
+    const elsewhere = await new Api(d.url).get('/v1/models', { Authorization: `Bearer ${token}` });
+    expect(elsewhere.status).toBe(401);
+    expect(elsewhere.body.error.message).toMatch(/another resource/);
+    const there = await new Api(d.url).get('/svc/v1/apps/mcps', { Authorization: `Bearer ${token}` });
+    expect(there.status).toBe(401);
+  });
+
+  it('a resource with a trailing slash is the base resource; power user is asked by scope', async () => {
+    const clientId = await publicClient();
+    let requestId = '';
+    const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_power_user', { resource: `${d.baseUrl}/` }, undefined, async (id) => {
+      requestId = id;
+      const review = await alice.get(`/svc/v1/access-requests/${id}/review`);
+      expect(review.body).toMatchObject({ requested_role: 'scope_user_power_user', mcp_servers: [] });
+      await approve('scope_user_power_user', [])(id);
+    });
+    expect(result.error, result.description ?? '').toBeUndefined();
+    const token = result.tokens!.access_token;
+    expect(JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).aud).toBe(d.baseUrl);
+    const models = await new Api(d.url).get('/v1/models', { Authorization: `Bearer ${token}` });
+    expect(models.status, models.text).toBe(200);
+    const poll = await new Api(d.url).get(`/svc/v1/apps/access-requests/${requestId}?app_client_id=${encodeURIComponent(clientId)}`);
+    expect(poll.body).toMatchObject({ status: 'approved', approved_role: 'scope_user_power_user' });
+  });
+
+  it('deny gives the client access_denied', async () => {
+    const clientId = await publicClient();
+    const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_user', { resource: proxyUrl() }, undefined, async (id) => {
+      expect((await alice.post(`/svc/v1/access-requests/${id}/deny`)).status).toBe(200);
+    });
+    expect(result.error).toBe('access_denied');
+  });
+
+  it('a resource of another origin, an unknown path or an unknown instance is invalid_target, and no request is made', async () => {
+    const clientId = await publicClient();
+    const before = (await alice.get('/svc/v1/access-requests')).body.data.length;
+    for (const resource of ['https://other.example/mcp', `${d.baseUrl}/svc/v1/health`, `${d.baseUrl}/svc/v1/apps/mcps/00000000-0000-4000-8000-000000000000/mcp`]) {
+      const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_user', { resource });
+      expect(result.error, resource).toBe('invalid_target');
+    }
+    expect((await alice.get('/svc/v1/access-requests')).body.data.length).toBe(before);
+  });
+
+  it('prompt=consent asks once, not for ever', async () => {
+    const clientId = await publicClient();
+    const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_user', { prompt: 'consent' }, undefined, approve('scope_user_user', []));
+    expect(result.error, result.description ?? '').toBeUndefined();
+    expect(result.tokens!.access_token).toBeTruthy();
+  });
+
+  it('refresh after revoke is refused and ends the token family, even with another approved grant of the same user and client', async () => {
+    const clientId = await publicClient();
+    const config = await oidcConfig(d, clientId);
+    const first = await authorize(config, alice, 'scope_user_user offline_access', {}, undefined, approve('scope_user_user', []));
+    const second = await authorize(config, alice, 'scope_user_user offline_access', {}, undefined, approve('scope_user_user', []));
+    const firstRefresh = first.tokens!.refresh_token!;
+    expect(firstRefresh).toBeTruthy();
+    const scopeOf = (t: string) => JSON.parse(Buffer.from(t.split('.')[1], 'base64url').toString()).scope as string;
+    const firstId = scopeOf(first.tokens!.access_token).split(' ').find((s) => s.startsWith('scope_access_request:'))!.split(':')[1];
+    // refresh works while approved
+    const refreshed = await oidc.refreshTokenGrant(config, firstRefresh);
+    expect(scopeOf(refreshed.access_token)).toContain(firstId);
+    expect((await alice.post(`/svc/v1/access-requests/${firstId}/revoke`)).status).toBe(200);
+    await expect(oidc.refreshTokenGrant(config, refreshed.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    // the family is gone: the same refresh token stays refused
+    await expect(oidc.refreshTokenGrant(config, refreshed.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    // the other grant of the same client and user is untouched
+    const other = await oidc.refreshTokenGrant(config, second.tokens!.refresh_token!);
+    expect(scopeOf(other.access_token)).not.toContain(firstId);
+    expect((await new Api(d.url).get('/v1/models', { Authorization: `Bearer ${other.access_token}` })).status).toBe(200);
+  });
+
+  describe('dynamic client registration (RFC 7591)', () => {
+    const register = (body: Record<string, unknown>) => new Api(d.url).post('/oauth/reg', body);
+
+    it('registers a public client with a loopback redirect, which then signs in through consent', async () => {
+      const res = await register({ client_name: 'Claude <Code>', redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] });
+      expect(res.status, res.text).toBe(201);
+      const clientId = res.body.client_id as string;
+      expect(clientId).toMatch(/^svc-dyn-/);
+      expect(res.body.client_secret).toBeUndefined();
+      const listed = await admin.get('/admin/v1/clients');
+      expect(listed.body.data.find((c: { client_id: string }) => c.client_id === clientId)).toMatchObject({ kind: 'dynamic', public: true });
+      const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_user', { resource: proxyUrl() }, undefined, async (id) => {
+        const review = await alice.get(`/svc/v1/access-requests/${id}/review`);
+        expect(review.body).toMatchObject({ client_kind: 'dynamic', app_name: 'Claude <Code>' });
+        await approve()(id);
+      });
+      expect(result.error, result.description ?? '').toBeUndefined();
+    });
+
+    it('refuses confidential clients and redirects that are not loopback http, https or a private-use scheme, and stores nothing', async () => {
+      const before = (await admin.get('/admin/v1/clients')).body.data.length;
+      const cases: [Record<string, unknown>, string][] = [
+        [{ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
+        [{ redirect_uris: [REDIRECT_URI] }, 'invalid_client_metadata'],
+        [{ redirect_uris: ['http://evil.example/cb'], token_endpoint_auth_method: 'none' }, 'invalid_redirect_uri'],
+        [{ redirect_uris: ['javascript:alert(1)'], token_endpoint_auth_method: 'none' }, 'invalid_redirect_uri'],
+        [{ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none', svc_policy: 'off' }, 'invalid_client_metadata'],
+      ];
+      for (const [body, error] of cases) {
+        const res = await register(body);
+        expect(res.status, JSON.stringify(body)).toBe(400);
+        expect(res.body.error, JSON.stringify(body)).toBe(error);
+      }
+      // a native app's private-use scheme is fine
+      const native = await register({ redirect_uris: ['com.example.app:/oauth'], token_endpoint_auth_method: 'none', application_type: 'native' });
+      expect(native.status, native.text).toBe(201);
+      expect((await admin.get('/admin/v1/clients')).body.data.length).toBe(before + 1);
+    });
+  });
+});
