@@ -135,7 +135,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     }),
     ...authRoutes(deps, users, login, sameOrigin),
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
-    ...mcpInstanceRoutes(instances),
+    ...mcpInstanceRoutes(instances, deps.baseUrl),
     ...oauthClientRoutes(clients),
     ...protectedResourceRoutes(deps, issuer),
     ...appMcpRoutes(instances, mcpTools, (ctx) => mcpOriginAllowed(ctx.get('Origin'), ctx.state.grant?.clientId), deps.config.mcpTimeoutMs),
@@ -224,5 +224,29 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
   };
   downloads.resumeAll();
-  return { koa, callback, users, requests, instances, clients, verifier, issuer, routes, openApi, close: () => downloads.stop() };
+  // Self-registered clients nobody used for the retention period go (CONTRACT §7a): at start, then hourly.
+  const sweepClients = () =>
+    clients
+      .sweepDynamic(config.dynamicClientRetentionDays)
+      .then((n) => n && deps.logger.info({ removed: n }, 'removed unused self-registered OAuth clients'))
+      .catch((err: Error) => deps.logger.warn({ err: err.message }, 'could not sweep self-registered OAuth clients'));
+  const sweeping = setInterval(sweepClients, 60 * 60 * 1000);
+  sweeping.unref();
+  await sweepClients();
+  return {
+    koa,
+    callback,
+    users,
+    requests,
+    instances,
+    clients,
+    verifier,
+    issuer,
+    routes,
+    openApi,
+    close: () => {
+      clearInterval(sweeping);
+      return downloads.stop();
+    },
+  };
 }

@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
+import { rm } from 'node:fs/promises';
 import { Api, userApi } from './helpers/http.js';
 import { authorize, oidcConfig, REDIRECT_URI, registerClient } from './helpers/oauth.js';
 
@@ -202,5 +203,36 @@ describe('standard clients at the authorization endpoint', () => {
       expect(native.status, native.text).toBe(201);
       expect((await admin.get('/admin/v1/clients')).body.data.length).toBe(before + 1);
     });
+  });
+
+  it('removes self-registered clients unused for the retention period, and keeps used ones', async () => {
+    const dataDir = await tempDir();
+    const clock = testClock();
+    const DAY = 24 * 60 * 60 * 1000;
+    let daemon = await startTestDaemon({ dataDir, clock });
+    try {
+      const reg = (name: string) =>
+        new Api(daemon.url).post('/oauth/reg', { client_name: name, redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none' }).then((r) => r.body.client_id as string);
+      const stale = await reg('stale');
+      const used = await reg('used');
+      const registered = (await registerClient(await new Api(daemon.url).login('admin', daemon.adminPassword), { name: 'by admin', public: true })).clientId;
+      await daemon.stop();
+      clock.advance(20 * DAY);
+      daemon = await startTestDaemon({ dataDir, clock });
+      // a sign-in of `used` marks it used (the authorization endpoint answers with its login redirect)
+      const config = await oidcConfig(daemon, used);
+      const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT_URI, scope: 'scope_user_user', code_challenge: 'x'.repeat(43), code_challenge_method: 'S256' });
+      expect((await fetch(url, { redirect: 'manual' })).status).toBe(303);
+      await daemon.stop();
+      clock.advance(11 * DAY);
+      daemon = await startTestDaemon({ dataDir, clock });
+      const ids = JSON.parse(await (await import('node:fs/promises')).readFile(`${dataDir}/db.json`, 'utf8')).oauth_clients.map((c: { client_id: string }) => c.client_id);
+      expect(ids).not.toContain(stale);
+      expect(ids).toContain(used);
+      expect(ids).toContain(registered);
+    } finally {
+      await daemon.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });

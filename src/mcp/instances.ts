@@ -5,14 +5,17 @@ import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
 import type { Store } from '../store/store.js';
+import { mcpProxyPath } from '../oauth/resources.js';
 import type { createInstanceBody, instanceHeaders, mcpInstance, updateInstanceBody } from './schemas.js';
 
 export const HEADER_KIND = 'mcp_header';
 
-export const toPublicInstance = (m: McpInstanceRecord): z.infer<typeof mcpInstance> => ({
+/** The owner's view of an instance, with the proxy URL an MCP host connects to (`base` is svc's). */
+export const toPublicInstance = (m: McpInstanceRecord, base: string): z.infer<typeof mcpInstance> => ({
   id: m.id,
   name: m.name,
   url: m.url,
+  proxy_url: `${base}${mcpProxyPath(m.id)}`,
   enabled: m.enabled,
   allow_tools: m.allow_tools,
   header_names: m.headers.map((h) => h.name),

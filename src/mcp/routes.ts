@@ -3,7 +3,8 @@ import { type McpInstancesService, toPublicInstance } from './instances.js';
 import { createInstanceBody, instanceList, instanceParams, instanceResponse, updateInstanceBody } from './schemas.js';
 
 /** The owner's MCP instance registry (session). The app-facing /svc/v1/apps/mcps routes are separate. */
-export function mcpInstanceRoutes(instances: McpInstancesService): AnyRouteDef[] {
+export function mcpInstanceRoutes(instances: McpInstancesService, baseUrl: () => string): AnyRouteDef[] {
+  const view = (m: Parameters<typeof toPublicInstance>[0]) => toPublicInstance(m, baseUrl());
   return [
     defineRoute({
       method: 'get',
@@ -14,7 +15,7 @@ export function mcpInstanceRoutes(instances: McpInstancesService): AnyRouteDef[]
       auth: 'session',
       responses: { 200: { description: 'Instances', schema: instanceList } },
       errors: [401],
-      handler: (ctx) => ({ data: instances.listOwned(ctx.state.user!).map(toPublicInstance) }),
+      handler: (ctx) => ({ data: instances.listOwned(ctx.state.user!).map(view) }),
     }),
     defineRoute({
       method: 'post',
@@ -29,7 +30,7 @@ export function mcpInstanceRoutes(instances: McpInstancesService): AnyRouteDef[]
       async handler(ctx, { body }) {
         const instance = await instances.create(ctx.state.user!, body);
         ctx.status = 201;
-        return { instance: toPublicInstance(instance) };
+        return { instance: view(instance) };
       },
     }),
     defineRoute({
@@ -42,7 +43,7 @@ export function mcpInstanceRoutes(instances: McpInstancesService): AnyRouteDef[]
       params: instanceParams,
       responses: { 200: { description: 'The instance', schema: instanceResponse } },
       errors: [401, 404],
-      handler: (ctx, { params }) => ({ instance: toPublicInstance(instances.getOwned(ctx.state.user!, params.id)) }),
+      handler: (ctx, { params }) => ({ instance: view(instances.getOwned(ctx.state.user!, params.id)) }),
     }),
     defineRoute({
       method: 'patch',
@@ -56,7 +57,7 @@ export function mcpInstanceRoutes(instances: McpInstancesService): AnyRouteDef[]
       responses: { 200: { description: 'Updated', schema: instanceResponse } },
       errors: [400, 401, 404],
       async handler(ctx, { params, body }) {
-        return { instance: toPublicInstance(await instances.update(ctx.state.user!, params.id, body)) };
+        return { instance: view(await instances.update(ctx.state.user!, params.id, body)) };
       },
     }),
     defineRoute({

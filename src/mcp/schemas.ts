@@ -44,6 +44,7 @@ export const mcpInstance = z
     id: z.string(),
     name: z.string(),
     url: z.string(),
+    proxy_url: z.string().describe("svc's Streamable HTTP proxy for this instance: the URL an MCP host connects to (it signs in through svc's OAuth)"),
     enabled: z.boolean(),
     allow_tools: z.array(z.string()).nullable(),
     header_names: z.array(z.string()).describe('Names only: header values are secrets and never leave svc'),

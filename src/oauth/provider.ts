@@ -267,12 +267,11 @@ export async function createAuthorizationServer(
     waiting.set(uid, { id, until: now + INTERACTION_TTL_S * 1000 });
   };
 
-  // A dynamic client that keeps signing in is kept (CONTRACT §7a: unused ones go after 30 days).
+  // A dynamic client that keeps signing in (here or at /auth) is kept (CONTRACT §7a: unused ones go after 30 days).
   const touch = (ctx: OidcCtx) => {
     const clientId = ctx?.oidc?.client?.clientId;
     if (clientId) clients.touch(clientId).catch((err: Error) => deps.logger.warn({ err: err.message }, 'could not mark an OAuth client used'));
   };
-  provider.on('authorization.success', touch);
   provider.on('grant.success', touch);
 
   const oauthError = (ctx: Parameters<Middleware<AppState>>[0], status: number, error: string, description: string) => {
@@ -303,6 +302,7 @@ export async function createAuthorizationServer(
         // (the conformance suite's, many hosts') asks for the User role.
         ctx.querystring = `${ctx.querystring ? `${ctx.querystring}&` : ''}scope=scope_user_user`;
       }
+      if (ctx.path === `${OAUTH_PREFIX}/auth` && typeof ctx.query.client_id === 'string') await clients.touch(ctx.query.client_id).catch(() => undefined);
       if (ctx.path === `${OAUTH_PREFIX}/reg` && ctx.method === 'POST') {
         // Anyone may register, so registration is rate-limited per address and capped in number.
         try {

@@ -9,7 +9,9 @@ interface Client {
   redirect_uris: string[];
   public: boolean;
   token_endpoint_auth_method: string;
+  kind: 'registered' | 'dynamic';
   created_at: string;
+  last_used_at?: string;
 }
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -53,7 +55,7 @@ export function registerClients(program: Command, o: Output): void {
 
   clients
     .command('list')
-    .description('List registered clients')
+    .description('List OAuth clients: those an admin added, and those that registered themselves (MCP hosts)')
     .option('--json', 'machine-readable output')
     .action(async (opts: { json?: boolean }, cmd: Command) => {
       const { body } = await (await connect(cmd)).request<{ data: Client[] }>('GET', '/admin/v1/clients');
@@ -62,6 +64,7 @@ export function registerClients(program: Command, o: Output): void {
         { header: 'client id', value: (c) => c.client_id },
         { header: 'name', value: (c) => c.name },
         { header: 'type', value: (c) => (c.public ? 'public' : 'confidential') },
+        { header: 'registered', value: (c) => (c.kind === 'dynamic' ? `by itself, used ${c.last_used_at?.slice(0, 10) ?? 'never'}` : 'by admin') },
         { header: 'redirect uris', value: (c) => c.redirect_uris.join(' ') },
       ]);
     });

@@ -6,6 +6,7 @@ interface Instance {
   id: string;
   name: string;
   url: string;
+  proxy_url: string;
   enabled: boolean;
   allow_tools: string[] | null;
   header_names: string[];
@@ -60,7 +61,7 @@ export function registerMcp(program: Command, o: Output): void {
       const { body: res } = await (await connect(cmd)).request<{ instance: Instance }>('POST', '/svc/v1/mcps', body);
       if (opts.json) return printJson(o, res.instance);
       o.out(`${res.instance.id}\n`);
-      o.err(`Added ${res.instance.name} (${res.instance.url}).\n`);
+      o.err(`Added ${res.instance.name} (${res.instance.url}).\nMCP hosts connect to ${res.instance.proxy_url} (they sign in through svc).\n`);
     });
 
   mcp
@@ -74,6 +75,7 @@ export function registerMcp(program: Command, o: Output): void {
         { header: 'id', value: (m) => m.id },
         { header: 'name', value: (m) => m.name },
         { header: 'url', value: (m) => m.url },
+        { header: 'proxy url', value: (m) => m.proxy_url },
         { header: 'enabled', value: (m) => (m.enabled ? 'yes' : 'no') },
         { header: 'tools', value: (m) => (m.allow_tools ? m.allow_tools.join(',') : 'all') },
         { header: 'headers', value: (m) => m.header_names.join(',') },
