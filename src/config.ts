@@ -32,6 +32,13 @@ export interface Config {
   dynamicClientMax: number;
   /** Self-registered clients unused this many days are removed; 0 keeps them. */
   dynamicClientRetentionDays: number;
+  /** Expired, denied and failed access requests are removed after this many days; 0 keeps them. */
+  requestRetentionDays: number;
+  /** Revoked access requests are removed after this many days; 0 keeps them. */
+  revokedRetentionDays: number;
+  /** Undecided drafts per app_client_id, and in all (429 beyond). */
+  maxDraftsPerClient: number;
+  maxDrafts: number;
 }
 
 export interface ConfigFlags {
@@ -50,6 +57,10 @@ export interface ConfigFlags {
   rateLimitRegistration?: string | number;
   dynamicClientMax?: string | number;
   dynamicClientRetentionDays?: string | number;
+  requestRetentionDays?: string | number;
+  revokedRetentionDays?: string | number;
+  maxDraftsPerClient?: string | number;
+  maxDrafts?: string | number;
 }
 
 export class ConfigError extends Error {
@@ -129,6 +140,10 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     rateLimitRegistration: integer(pick(flags.rateLimitRegistration, 'SVC_RATE_LIMIT_REGISTRATION') ?? 10, 'rate-limit-registration', 0, 1_000_000),
     dynamicClientMax: integer(pick(flags.dynamicClientMax, 'SVC_DYNAMIC_CLIENT_MAX') ?? 500, 'dynamic-client-max', 0, 1_000_000),
     dynamicClientRetentionDays: integer(pick(flags.dynamicClientRetentionDays, 'SVC_DYNAMIC_CLIENT_RETENTION_DAYS') ?? 30, 'dynamic-client-retention-days', 0, 36_500),
+    requestRetentionDays: integer(pick(flags.requestRetentionDays, 'SVC_REQUEST_RETENTION_DAYS') ?? 7, 'request-retention-days', 0, 36_500),
+    revokedRetentionDays: integer(pick(flags.revokedRetentionDays, 'SVC_REVOKED_RETENTION_DAYS') ?? 30, 'revoked-retention-days', 0, 36_500),
+    maxDraftsPerClient: integer(pick(flags.maxDraftsPerClient, 'SVC_MAX_DRAFTS_PER_CLIENT') ?? 20, 'max-drafts-per-client', 1, 1_000_000),
+    maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),
   };
 }
 

@@ -4,9 +4,11 @@ import { z } from 'zod';
  * An absolute http(s) URL, no credentials in it, normalised (WHATWG) so that two spellings of
  * one server compare equal when a request's URL is matched to an instance's.
  */
+export const MAX_URL_LENGTH = 2048;
+
 export const httpUrl = z
   .string()
-  .max(2048)
+  .max(MAX_URL_LENGTH)
   .transform((value, ctx) => {
     let url: URL;
     try {
@@ -24,6 +26,11 @@ export const httpUrl = z
       return z.NEVER;
     }
     url.hash = '';
+    // normalising can lengthen it (percent-encoding); the cap holds for what is stored
+    if (url.href.length > MAX_URL_LENGTH) {
+      ctx.addIssue({ code: 'custom', message: `must be at most ${MAX_URL_LENGTH} characters` });
+      return z.NEVER;
+    }
     return url.href;
   })
   .meta({ format: 'uri', description: 'Absolute http(s) URL without credentials' });

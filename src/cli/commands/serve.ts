@@ -29,6 +29,10 @@ export function registerServe(program: Command, o: Output): void {
     .option('--client-metadata-allow-loopback', 'fetch client metadata documents from loopback and private addresses too; for development (env SVC_CLIENT_METADATA_ALLOW_LOOPBACK=1)')
     .option('--rate-limit-registration <n>', 'dynamic client registrations a minute per address, 0 = off (env SVC_RATE_LIMIT_REGISTRATION)')
     .option('--dynamic-client-max <n>', 'most self-registered OAuth clients kept at once, 0 = no registration (env SVC_DYNAMIC_CLIENT_MAX)')
+    .option('--request-retention-days <n>', 'remove expired, denied and failed access requests after n days, 0 = keep (env SVC_REQUEST_RETENTION_DAYS)')
+    .option('--revoked-retention-days <n>', 'remove revoked access requests after n days, 0 = keep (env SVC_REVOKED_RETENTION_DAYS)')
+    .option('--max-drafts-per-client <n>', 'undecided access requests per app_client_id, 429 beyond (env SVC_MAX_DRAFTS_PER_CLIENT)')
+    .option('--max-drafts <n>', 'undecided access requests in all, 429 beyond (env SVC_MAX_DRAFTS)')
     .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
     .action(async (_opts, cmd: Command) => {
       const flags = cmd.optsWithGlobals();
