@@ -83,8 +83,35 @@ export class AccessRequestsService {
         param: 'redirect_url',
       });
     }
+    const record = this.newDraft(input);
+    await this.store.update((db) => {
+      db.access_requests.push(record);
+    });
+    return record;
+  }
+
+  /**
+   * A request made on `reviewer`'s behalf and approved by them at once, in one store update and
+   * under exactly the rules of approve (API keys, CONTRACT §7b). `within` runs in that same update;
+   * if anything throws, nothing is stored.
+   */
+  async createApproved<R>(
+    reviewer: UserRecord,
+    input: z.output<typeof createAccessRequestBody>,
+    body: z.output<typeof approveBody>,
+    within: (db: Db, record: AccessRequestRecord) => R,
+  ): Promise<R> {
+    const record = this.newDraft(input);
+    return this.store.update((db) => {
+      db.access_requests.push(record);
+      this.applyApproval(db, record, reviewer, body);
+      return within(db, record);
+    });
+  }
+
+  private newDraft(input: z.output<typeof createAccessRequestBody>): AccessRequestRecord {
     const now = this.clock();
-    const record: AccessRequestRecord = {
+    return {
       id: randomUUID(),
       app_client_id: input.app_client_id,
       flow_type: input.flow_type,
@@ -103,10 +130,6 @@ export class AccessRequestsService {
       revoked_by: null,
       failure_reason: null,
     };
-    await this.store.update((db) => {
-      db.access_requests.push(record);
-    });
-    return record;
   }
 
   /** The app's poll: 404 for an unknown id and for another client's request alike. */
@@ -154,43 +177,7 @@ export class AccessRequestsService {
         const record = this.find(db, id);
         if (!record) throw notFound('No such access request.');
         this.requireDraft(record);
-        // SPEC 5.3 rules 1, 2 and 5.
-        if (!appRoleAtMost(body.approved_role, record.requested_role)) {
-          throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
-        }
-        if (!appRoleAtMost(body.approved_role, maxGrantableRole(reviewer.role))) {
-          throw forbidden(`Your role (${reviewer.role}) can grant at most ${maxGrantableRole(reviewer.role)}.`, 'privilege_escalation');
-        }
-        const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
-        const granted = new Map<string, Set<string>>();
-        (body.approved?.mcp_servers ?? []).forEach((selection, index) => {
-          if (!requestedUrls.has(selection.url)) {
-            throw invalidBody(`${selection.url} was not requested.`, `approved.mcp_servers.${index}.url`);
-          }
-          for (const instanceId of selection.instance_ids) {
-            // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
-            const instance = db.mcp_instances.find((m) => m.id === instanceId);
-            if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
-              throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
-            }
-            if (!instance.enabled) {
-              throw new AppError(400, 'invalid_request_error', 'mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
-            }
-            const ids = granted.get(selection.url) ?? new Set<string>();
-            ids.add(instanceId);
-            granted.set(selection.url, ids);
-          }
-        });
-        const now = this.nowIso();
-        record.status = 'approved';
-        record.approved_role = body.approved_role;
-        record.approved = {
-          version: '1',
-          mcp_servers: [...granted].map(([url, ids]) => ({ url, instance_ids: [...ids] })),
-        };
-        record.user_id = reviewer.id;
-        record.decided_at = now;
-        record.updated_at = now;
+        this.applyApproval(db, record, reviewer, body);
         return record;
       });
     } catch (err) {
@@ -201,6 +188,47 @@ export class AccessRequestsService {
         cause: err,
       });
     }
+  }
+
+  /** SPEC 5.3 checked against a draft, which then becomes approved with `reviewer` as its user. */
+  private applyApproval(db: Db, record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>): void {
+    // SPEC 5.3 rules 1, 2 and 5.
+    if (!appRoleAtMost(body.approved_role, record.requested_role)) {
+      throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
+    }
+    if (!appRoleAtMost(body.approved_role, maxGrantableRole(reviewer.role))) {
+      throw forbidden(`Your role (${reviewer.role}) can grant at most ${maxGrantableRole(reviewer.role)}.`, 'privilege_escalation');
+    }
+    const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
+    const granted = new Map<string, Set<string>>();
+    (body.approved?.mcp_servers ?? []).forEach((selection, index) => {
+      if (!requestedUrls.has(selection.url)) {
+        throw invalidBody(`${selection.url} was not requested.`, `approved.mcp_servers.${index}.url`);
+      }
+      for (const instanceId of selection.instance_ids) {
+        // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
+        const instance = db.mcp_instances.find((m) => m.id === instanceId);
+        if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
+          throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
+        }
+        if (!instance.enabled) {
+          throw new AppError(400, 'invalid_request_error', 'mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
+        }
+        const ids = granted.get(selection.url) ?? new Set<string>();
+        ids.add(instanceId);
+        granted.set(selection.url, ids);
+      }
+    });
+    const now = this.nowIso();
+    record.status = 'approved';
+    record.approved_role = body.approved_role;
+    record.approved = {
+      version: '1',
+      mcp_servers: [...granted].map(([url, ids]) => ({ url, instance_ids: [...ids] })),
+    };
+    record.user_id = reviewer.id;
+    record.decided_at = now;
+    record.updated_at = now;
   }
 
   async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {
@@ -225,13 +253,18 @@ export class AccessRequestsService {
       if (!record || !this.visibleTo(record, actor)) throw notFound('No such access request.');
       if (record.status !== 'approved') throw conflict('not_approved', `Only an approved request can be revoked; this one is ${record.status}.`);
       if (record.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the approver or an admin can revoke this grant.');
-      const now = this.nowIso();
-      record.status = 'revoked';
-      record.revoked_at = now;
-      record.revoked_by = actor.id;
-      record.updated_at = now;
+      this.markRevoked(record, actor);
       return record;
     });
+  }
+
+  /** approved -> revoked, inside a store update whose caller has checked who may (revoke, API keys). */
+  markRevoked(record: AccessRequestRecord, actor: UserRecord): void {
+    const now = this.nowIso();
+    record.status = 'revoked';
+    record.revoked_at = now;
+    record.revoked_by = actor.id;
+    record.updated_at = now;
   }
 
   private requireDraft(record: AccessRequestRecord): void {
