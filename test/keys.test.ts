@@ -162,6 +162,17 @@ describe('a key from `svc keys create`, used by the openai client', () => {
     expect(JSON.stringify(mcp.seen.map((s) => s.headers))).not.toContain(key);
   });
 
+  it('no app can pass for a key: app_client_id svc-key:... is refused at request-access', async () => {
+    const res = await new Api(d.url).post('/svc/v1/apps/request-access', {
+      app_client_id: `svc-key:${keyId}`,
+      flow_type: 'popup',
+      requested_role: 'scope_user_user',
+      requested: { version: '1' },
+    });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_body', param: 'app_client_id' });
+  });
+
   it('`svc keys list` never shows a key, as a table or as JSON, nor does the API', async () => {
     const table = await svc(['keys', 'list']);
     expect(table.exitCode, table.stderr).toBe(0);

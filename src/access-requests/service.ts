@@ -77,6 +77,8 @@ export class AccessRequestsService {
   }
 
   async create(input: z.output<typeof createAccessRequestBody>): Promise<AccessRequestRecord> {
+    // API keys' own requests (src/keys) are named so; no app may pass for one.
+    if (input.app_client_id.startsWith('svc-key:')) throw invalidBody('app_client_id svc-key:... is reserved for API keys.', 'app_client_id');
     const registered = this.appInfo(input.app_client_id)?.redirect_uris;
     if (registered && input.redirect_url && !registered.includes(input.redirect_url)) {
       throw new AppError(400, 'invalid_request_error', 'invalid_redirect_url', 'redirect_url is not a registered redirect URI of this client.', {
