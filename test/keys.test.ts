@@ -239,6 +239,24 @@ describe('other ways a key ends', () => {
     expect(listed.find((k) => k.id === created.id)?.status).toBe('expired');
   });
 
+  it("never opens more than its owner may grant now: a demoted owner's power-user key acts as scope_user_user", async () => {
+    const created = await alice.post('/svc/v1/keys', { name: 'power', role: 'scope_user_power_user' });
+    expect(created.status, created.text).toBe(201);
+    const key = created.body.key as string;
+    expect((await new Api(d.url).get('/svc/v1/models', bearer(key))).status).toBe(200);
+    expect((await admin.put('/svc/v1/users/alice/role', { role: 'user' })).status).toBe(200);
+    try {
+      const refused = await new Api(d.url).get('/svc/v1/models', bearer(key));
+      expect(refused.status).toBe(403);
+      expect(refused.body.error.code).toBe('insufficient_scope');
+      expect((await openaiWith(key).models.list()).data.length).toBeGreaterThan(0);
+    } finally {
+      expect((await admin.put('/svc/v1/users/alice/role', { role: 'power_user' })).status).toBe(200);
+    }
+    expect((await alice.post(`/svc/v1/keys/${created.body.id}/revoke`)).status).toBe(200);
+    await expectInvalidToken(key, /revoked/);
+  });
+
   it('a key svc never made is 401 invalid_token', async () => {
     await expectInvalidToken(`svc_${'A'.repeat(43)}`, /not known/);
   });
