@@ -14,6 +14,8 @@ import { UsersService } from './auth/users.js';
 import type { AppDeps, AppState } from './http/context.js';
 import { appCors } from './http/cors.js';
 import { bodyReadError, errorMiddleware } from './http/errors-middleware.js';
+import { apiKeyRoutes } from './keys/routes.js';
+import { ApiKeysService, ApiKeyVerifier } from './keys/service.js';
 import { type AnyRouteDef, defineRoute, mountRoutes } from './http/route.js';
 import { allowedHosts, allowedOrigins, hostCheck, sameOriginOnly, securityHeaders } from './http/security.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
@@ -64,10 +66,13 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const instances = new McpInstancesService(deps.store, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.store, deps.box, deps.clock);
   const appInfo: AppInfoLookup = (clientId) => {
+    const key = keys.appInfo(clientId);
+    if (key) return key;
     const c = clients.find(clientId);
     return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
   };
-  const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo);
+  const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo, { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts });
+  const keys = new ApiKeysService(deps.store, requests, deps.clock);
   const mcpTools = new McpToolsService(deps.store, instances, deps.clock, deps.config.mcpTimeoutMs);
   const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.store, deps.clock);
@@ -98,7 +103,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     authorizationServer = await createAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier });
   }
   const issuer = authorizationServer?.issuer ?? config.issuer!;
-  const bearer = requireBearer(verifier, metadataUrl);
+  const bearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.store, deps.clock, metadataUrl));
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());
@@ -135,6 +140,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     }),
     ...authRoutes(deps, users, login, sameOrigin),
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
+    ...apiKeyRoutes(deps, keys),
     ...mcpInstanceRoutes(instances, deps.baseUrl),
     ...oauthClientRoutes(clients),
     ...protectedResourceRoutes(deps, issuer),

@@ -34,7 +34,27 @@ export class AccessRequestsService {
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly appInfo: AppInfoLookup = () => undefined,
+    private readonly limits: { draftsPerClient: number; drafts: number } = { draftsPerClient: 20, drafts: 1000 },
   ) {}
+
+  /**
+   * Anyone may create drafts, so undecided ones are capped per app_client_id and in all: a flood
+   * (a new client id each time) cannot grow the store or bury the person's review list.
+   */
+  private checkDraftCaps(db: Db, clientId: string): void {
+    const now = this.clock();
+    let all = 0;
+    let mine = 0;
+    for (const r of db.access_requests) {
+      if (r.status !== 'draft' || Date.parse(r.expires_at) <= now) continue;
+      all++;
+      if (r.app_client_id === clientId) mine++;
+    }
+    const full = (what: string) =>
+      new AppError(429, 'rate_limit_error', 'too_many_drafts', `${what}; wait for a decision or for them to expire (10 minutes).`, { headers: { 'Retry-After': '60' } });
+    if (mine >= this.limits.draftsPerClient) throw full(`This app already has ${mine} undecided access requests`);
+    if (all >= this.limits.drafts) throw full(`svc already holds ${all} undecided access requests`);
+  }
 
   private nowIso(): string {
     return new Date(this.clock()).toISOString();
@@ -77,6 +97,8 @@ export class AccessRequestsService {
   }
 
   async create(input: z.output<typeof createAccessRequestBody>): Promise<AccessRequestRecord> {
+    // API keys' own requests (src/keys) are named so; no app may pass for one.
+    if (input.app_client_id.startsWith('svc-key:')) throw invalidBody('app_client_id svc-key:... is reserved for API keys.', 'app_client_id');
     const registered = this.appInfo(input.app_client_id)?.redirect_uris;
     if (registered && input.redirect_url && !registered.includes(input.redirect_url)) {
       throw new AppError(400, 'invalid_request_error', 'invalid_redirect_url', 'redirect_url is not a registered redirect URI of this client.', {
@@ -110,9 +132,38 @@ export class AccessRequestsService {
     );
   }
 
+  /** A new draft, within the caps on undecided drafts (per client and in all: CONTRACT §6). */
   private async insert(input: z.output<typeof createAccessRequestBody>, authorize?: AuthorizeOrigin): Promise<AccessRequestRecord> {
+    const record = this.newDraft(input, authorize);
+    await this.store.update((db) => {
+      this.checkDraftCaps(db, record.app_client_id);
+      db.access_requests.push(record);
+    });
+    return record;
+  }
+
+  /**
+   * A request made on `reviewer`'s behalf and approved by them at once, in one store update and
+   * under exactly the rules of approve (API keys, CONTRACT §7b). `within` runs in that same update;
+   * if anything throws, nothing is stored.
+   */
+  async createApproved<R>(
+    reviewer: UserRecord,
+    input: z.output<typeof createAccessRequestBody>,
+    body: z.output<typeof approveBody>,
+    within: (db: Db, record: AccessRequestRecord) => R,
+  ): Promise<R> {
+    const record = this.newDraft(input);
+    return this.store.update((db) => {
+      db.access_requests.push(record);
+      this.applyApproval(db, record, reviewer, body);
+      return within(db, record);
+    });
+  }
+
+  private newDraft(input: z.output<typeof createAccessRequestBody>, authorize?: AuthorizeOrigin): AccessRequestRecord {
     const now = this.clock();
-    const record: AccessRequestRecord = {
+    return {
       id: randomUUID(),
       app_client_id: input.app_client_id,
       flow_type: input.flow_type,
@@ -132,10 +183,6 @@ export class AccessRequestsService {
       failure_reason: null,
       ...(authorize ? { authorize } : {}),
     };
-    await this.store.update((db) => {
-      db.access_requests.push(record);
-    });
-    return record;
   }
 
   /** The app's poll: 404 for an unknown id and for another client's request alike. */
@@ -183,43 +230,7 @@ export class AccessRequestsService {
         const record = this.find(db, id);
         if (!record) throw notFound('No such access request.');
         this.requireDraft(record);
-        // SPEC 5.3 rules 1, 2 and 5.
-        if (!appRoleAtMost(body.approved_role, record.requested_role)) {
-          throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
-        }
-        if (!appRoleAtMost(body.approved_role, maxGrantableRole(reviewer.role))) {
-          throw forbidden(`Your role (${reviewer.role}) can grant at most ${maxGrantableRole(reviewer.role)}.`, 'privilege_escalation');
-        }
-        const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
-        const granted = new Map<string, Set<string>>();
-        (body.approved?.mcp_servers ?? []).forEach((selection, index) => {
-          if (!requestedUrls.has(selection.url)) {
-            throw invalidBody(`${selection.url} was not requested.`, `approved.mcp_servers.${index}.url`);
-          }
-          for (const instanceId of selection.instance_ids) {
-            // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
-            const instance = db.mcp_instances.find((m) => m.id === instanceId);
-            if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
-              throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
-            }
-            if (!instance.enabled) {
-              throw new AppError(400, 'invalid_request_error', 'mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
-            }
-            const ids = granted.get(selection.url) ?? new Set<string>();
-            ids.add(instanceId);
-            granted.set(selection.url, ids);
-          }
-        });
-        const now = this.nowIso();
-        record.status = 'approved';
-        record.approved_role = body.approved_role;
-        record.approved = {
-          version: '1',
-          mcp_servers: [...granted].map(([url, ids]) => ({ url, instance_ids: [...ids] })),
-        };
-        record.user_id = reviewer.id;
-        record.decided_at = now;
-        record.updated_at = now;
+        this.applyApproval(db, record, reviewer, body);
         return record;
       });
     } catch (err) {
@@ -230,6 +241,47 @@ export class AccessRequestsService {
         cause: err,
       });
     }
+  }
+
+  /** SPEC 5.3 checked against a draft, which then becomes approved with `reviewer` as its user. */
+  private applyApproval(db: Db, record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>): void {
+    // SPEC 5.3 rules 1, 2 and 5.
+    if (!appRoleAtMost(body.approved_role, record.requested_role)) {
+      throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
+    }
+    if (!appRoleAtMost(body.approved_role, maxGrantableRole(reviewer.role))) {
+      throw forbidden(`Your role (${reviewer.role}) can grant at most ${maxGrantableRole(reviewer.role)}.`, 'privilege_escalation');
+    }
+    const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
+    const granted = new Map<string, Set<string>>();
+    (body.approved?.mcp_servers ?? []).forEach((selection, index) => {
+      if (!requestedUrls.has(selection.url)) {
+        throw invalidBody(`${selection.url} was not requested.`, `approved.mcp_servers.${index}.url`);
+      }
+      for (const instanceId of selection.instance_ids) {
+        // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
+        const instance = db.mcp_instances.find((m) => m.id === instanceId);
+        if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
+          throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
+        }
+        if (!instance.enabled) {
+          throw new AppError(400, 'invalid_request_error', 'mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
+        }
+        const ids = granted.get(selection.url) ?? new Set<string>();
+        ids.add(instanceId);
+        granted.set(selection.url, ids);
+      }
+    });
+    const now = this.nowIso();
+    record.status = 'approved';
+    record.approved_role = body.approved_role;
+    record.approved = {
+      version: '1',
+      mcp_servers: [...granted].map(([url, ids]) => ({ url, instance_ids: [...ids] })),
+    };
+    record.user_id = reviewer.id;
+    record.decided_at = now;
+    record.updated_at = now;
   }
 
   async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {
@@ -254,13 +306,18 @@ export class AccessRequestsService {
       if (!record || !this.visibleTo(record, actor)) throw notFound('No such access request.');
       if (record.status !== 'approved') throw conflict('not_approved', `Only an approved request can be revoked; this one is ${record.status}.`);
       if (record.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the approver or an admin can revoke this grant.');
-      const now = this.nowIso();
-      record.status = 'revoked';
-      record.revoked_at = now;
-      record.revoked_by = actor.id;
-      record.updated_at = now;
+      this.markRevoked(record, actor);
       return record;
     });
+  }
+
+  /** approved -> revoked, inside a store update whose caller has checked who may (revoke, API keys). */
+  markRevoked(record: AccessRequestRecord, actor: UserRecord): void {
+    const now = this.nowIso();
+    record.status = 'revoked';
+    record.revoked_at = now;
+    record.revoked_by = actor.id;
+    record.updated_at = now;
   }
 
   private requireDraft(record: AccessRequestRecord): void {

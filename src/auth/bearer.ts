@@ -197,11 +197,19 @@ function describeJoseError(err: unknown): string {
   return 'The token is malformed or not verifiable.';
 }
 
+/** API keys (CONTRACT §7b, src/keys) start with this; every other Bearer credential is a JWT. */
+export const API_KEY_PREFIX = 'svc_';
+
+/** Checks an API key and its grant record on every call, as BearerVerifier.verify does a token's. */
+export interface ApiKeyBearer {
+  verify(key: string): BearerGrant;
+}
+
 /**
  * Bearer authentication for app routes: the token only from the Authorization header (never the
- * query string or a cookie), then BearerVerifier.verify.
+ * query string or a cookie), then BearerVerifier.verify (an API key: `keys.verify`).
  */
-export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: string) => string): Middleware<AppState> {
+export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: string) => string, keys?: ApiKeyBearer): Middleware<AppState> {
   return async function authenticateBearer(ctx, next) {
     const header = ctx.get('Authorization');
     // The scheme name is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
@@ -213,7 +221,7 @@ export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: stri
     }
     let grant: BearerGrant;
     try {
-      grant = await verifier.verify(match[1]);
+      grant = keys && match[1].startsWith(API_KEY_PREFIX) ? keys.verify(match[1]) : await verifier.verify(match[1]);
     } catch (err) {
       // the challenge names the metadata of the resource that was asked for
       if (err instanceof AppError && err.status === 401) throw invalidToken(err.message, metadataUrl(ctx.path));

@@ -4,6 +4,7 @@ import { inert } from '../log.js';
 import { VERSION } from '../version.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';
+import { registerKeys } from './commands/keys.js';
 import { registerModels } from './commands/models.js';
 import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
@@ -29,6 +30,7 @@ export function buildProgram(o: Output): Command {
   $ svc requests approve ID --role scope_user_user --mcp URL=INSTANCE_ID
   $ svc review                      # review requests in the terminal (keys shown at the bottom)
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp
+  $ svc keys create "Open WebUI"    # an API key for an app that only takes a key
 `,
     )
     .showHelpAfterError('(run with --help for usage)')
@@ -38,6 +40,7 @@ export function buildProgram(o: Output): Command {
   registerSession(program, o);
   registerRequests(program, o);
   registerReview(program, o);
+  registerKeys(program, o);
   registerMcp(program, o);
   registerUsers(program, o);
   registerClients(program, o);

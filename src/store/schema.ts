@@ -88,6 +88,22 @@ export interface AccessRequestRecord {
   authorize?: AuthorizeOrigin;
 }
 
+/** An API key (CONTRACT §7b): a Bearer credential standing on an approved access request. */
+export interface ApiKeyRecord {
+  id: string;
+  name: string;
+  /** the person who made it, and the approver of its access request */
+  user_id: string;
+  /** whose app_client_id is `svc-key:<id>` */
+  access_request_id: string;
+  /** sha256 (hex) of the key: the key itself is never stored */
+  key_hash: string;
+  created_at: string;
+  /** null: never expires */
+  expires_at: string | null;
+  revoked_at: string | null;
+}
+
 export interface DbMeta {
   schema: 1;
   created_at: string;
@@ -105,6 +121,7 @@ export interface Db {
   sessions: SessionRecord[];
   mcp_instances: McpInstanceRecord[];
   access_requests: AccessRequestRecord[];
+  api_keys: ApiKeyRecord[];
   /**
    * The other features' collections, typed by the feature that owns them (through its own
    * accessor); always present, so reading one never writes it into being.
@@ -126,6 +143,7 @@ export function emptyDb(): Db {
     sessions: [],
     mcp_instances: [],
     access_requests: [],
+    api_keys: [],
     oauth_clients: [],
     oauth_state: [],
     providers: [],
@@ -143,6 +161,7 @@ const dbFileSchema = z
     sessions: z.array(z.object({ id_hash: z.string() }).passthrough()),
     mcp_instances: z.array(z.object({ id: z.string() }).passthrough()),
     access_requests: z.array(z.object({ id: z.string(), status: z.enum(accessRequestStatuses) }).passthrough()),
+    api_keys: z.array(z.object({ id: z.string(), key_hash: z.string() }).passthrough()).optional(),
     oauth_clients: z.array(z.object({}).passthrough()).optional(),
     oauth_state: z.array(z.object({}).passthrough()).optional(),
     providers: z.array(z.object({}).passthrough()).optional(),

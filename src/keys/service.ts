@@ -1,0 +1,177 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import type { AccessRequestsService } from '../access-requests/service.js';
+import { API_KEY_PREFIX, type ApiKeyBearer, type BearerGrant, invalidToken } from '../auth/bearer.js';
+import { lowerAppRole, maxGrantableRole } from '../auth/roles.js';
+import { AppError, conflict, forbidden, notFound } from '../errors.js';
+import type { Clock } from '../http/context.js';
+import type { AccessRequestRecord, ApiKeyRecord, Db, UserRecord } from '../store/schema.js';
+import type { Store } from '../store/store.js';
+import type { createKeyBody } from './schemas.js';
+
+/** Keys a person may hold that are not revoked (expired ones count until revoked). */
+export const MAX_LIVE_KEYS_PER_USER = 100;
+const KEY_CLIENT_PREFIX = 'svc-key:';
+
+/** The access request of key `id` names this client: `svc requests` shows which key it is. */
+export const keyClientId = (id: string) => `${KEY_CLIENT_PREFIX}${id}`;
+export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
+/** `svc_` and 32 random bytes, base64url: 47 characters, RFC 6750 b64token-safe. */
+const newKey = () => `${API_KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+
+export type ApiKeyStatus = 'active' | 'expired' | 'revoked';
+
+/** What a key is now: revoked (itself or its access request), expired, or active. */
+export function keyStatus(key: ApiKeyRecord, record: AccessRequestRecord | undefined, now: number): ApiKeyStatus {
+  if (key.revoked_at || !record || record.status !== 'approved') return 'revoked';
+  if (key.expires_at && Date.parse(key.expires_at) <= now) return 'expired';
+  return 'active';
+}
+
+/**
+ * API keys (CONTRACT §7b): each stands on an access request that its owner made and approved as
+ * themselves, under the privilege rules of any approval; the key is shown once and only its hash
+ * is kept.
+ */
+export class ApiKeysService {
+  constructor(
+    private readonly store: Store,
+    private readonly requests: AccessRequestsService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Creates the access request, approves it as `user` and stores the key's hash: one store update. */
+  async create(user: UserRecord, body: z.output<typeof createKeyBody>): Promise<{ key: string; record: ApiKeyRecord; request: AccessRequestRecord }> {
+    const id = randomUUID();
+    const key = newKey();
+    const now = this.clock();
+    const urls = [...new Set(body.mcp_servers.map((s) => s.url))];
+    return this.requests.createApproved(
+      user,
+      { app_client_id: keyClientId(id), flow_type: 'popup', requested_role: body.role, requested: { version: '1', mcp_servers: urls.map((url) => ({ url })) } },
+      { approved_role: body.role, approved: { version: '1', mcp_servers: body.mcp_servers } },
+      (db, request) => {
+        const live = db.api_keys.filter((k) => k.user_id === user.id && keyStatus(k, db.access_requests.find((r) => r.id === k.access_request_id), now) !== 'revoked');
+        if (live.length >= MAX_LIVE_KEYS_PER_USER) {
+          throw conflict('too_many_keys', `You have ${live.length} API keys; revoke one you no longer use first (svc keys revoke ID).`);
+        }
+        const record: ApiKeyRecord = {
+          id,
+          name: body.name,
+          user_id: user.id,
+          access_request_id: request.id,
+          key_hash: hashKey(key),
+          created_at: new Date(now).toISOString(),
+          expires_at: body.expires_in === null ? null : new Date(now + body.expires_in * 1000).toISOString(),
+          revoked_at: null,
+        };
+        db.api_keys.push(record);
+        return { key, record, request };
+      },
+    );
+  }
+
+  /** Your own keys; an admin sees everyone's. Newest first. */
+  list(user: UserRecord): ApiKeyRecord[] {
+    return this.store
+      .read((db) => db.api_keys.filter((k) => this.visibleTo(k, user)))
+      .sort((a, b) => b.created_at.localeCompare(a.created_at));
+  }
+
+  private visibleTo(key: ApiKeyRecord, user: UserRecord): boolean {
+    return key.user_id === user.id || user.role === 'admin';
+  }
+
+  /** A key by its id or a unique prefix of at least 6 characters, among those `user` may see. */
+  private resolve(db: Db, user: UserRecord, ref: string): ApiKeyRecord {
+    const visible = db.api_keys.filter((k) => this.visibleTo(k, user));
+    const exact = visible.find((k) => k.id === ref);
+    if (exact) return exact;
+    const prefix = ref.toLowerCase();
+    const matches = prefix.length >= 6 ? visible.filter((k) => k.id.startsWith(prefix)) : [];
+    if (matches.length > 1) {
+      throw new AppError(400, 'invalid_request_error', 'ambiguous_id', `${matches.length} API keys start with ${ref}; give more of the id.`, { param: 'id' });
+    }
+    if (matches.length === 0) throw notFound('No such API key.');
+    return matches[0];
+  }
+
+  /** Ends the key and revokes its access request (its owner or an admin), in one store update. */
+  async revoke(actor: UserRecord, ref: string): Promise<ApiKeyRecord> {
+    return this.store.update((db) => {
+      const key = this.resolve(db, actor, ref);
+      if (key.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the owner of the key or an admin can revoke it.');
+      if (key.revoked_at) throw conflict('already_revoked', 'This API key was already revoked.');
+      const request = db.access_requests.find((r) => r.id === key.access_request_id);
+      if (request?.status === 'approved') this.requests.markRevoked(request, actor);
+      key.revoked_at = new Date(this.clock()).toISOString();
+      return key;
+    });
+  }
+
+  requestOf(key: ApiKeyRecord): AccessRequestRecord | undefined {
+    return this.store.read((db) => db.access_requests.find((r) => r.id === key.access_request_id));
+  }
+
+  /** The key's name as the app's name, for `svc requests` and the review page. */
+  appInfo(clientId: string): { name: string } | undefined {
+    if (!clientId.startsWith(KEY_CLIENT_PREFIX)) return undefined;
+    const id = clientId.slice(KEY_CLIENT_PREFIX.length);
+    const key = this.store.read((db) => db.api_keys.find((k) => k.id === id));
+    return key ? { name: `API key "${key.name}"` } : undefined;
+  }
+}
+
+interface KeyIndex {
+  source: unknown;
+  keys: Map<string, { key: ApiKeyRecord; expMs: number }>;
+  requests: Map<string, AccessRequestRecord>;
+  users: Map<string, UserRecord>;
+}
+
+/**
+ * The Bearer check of an API key, on every call: the key by its hash, then its grant record
+ * (approved, for that key's client and owner) and its user, exactly as a token's. Lookups are
+ * O(1) through maps rebuilt whenever the store's data changes, so a revoke ends the key on its
+ * next call.
+ */
+export class ApiKeyVerifier implements ApiKeyBearer {
+  private index: KeyIndex | null = null;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly metadataUrl: () => string,
+  ) {}
+
+  private currentIndex(): KeyIndex {
+    const source = this.store.data;
+    if (this.index?.source !== source) {
+      this.index = {
+        source,
+        keys: new Map(source.api_keys.map((k) => [k.key_hash, { key: k, expMs: k.expires_at ? Date.parse(k.expires_at) : Infinity }])),
+        requests: new Map(source.access_requests.map((r) => [r.id, r])),
+        users: new Map(source.users.map((u) => [u.id, u])),
+      };
+    }
+    return this.index;
+  }
+
+  verify(credential: string): BearerGrant {
+    const fail = (message: string) => invalidToken(message, this.metadataUrl());
+    const index = this.currentIndex();
+    const hit = index.keys.get(hashKey(credential));
+    if (!hit) throw fail('The API key is not known.');
+    const { key, expMs } = hit;
+    if (key.revoked_at) throw fail('The API key was revoked.');
+    if (expMs <= this.clock()) throw fail('The API key has expired.');
+    const record = index.requests.get(key.access_request_id);
+    if (!record || record.status !== 'approved' || !record.approved_role) throw fail('The grant behind this API key is not approved (revoked or gone).');
+    const clientId = keyClientId(key.id);
+    if (record.app_client_id !== clientId || record.user_id !== key.user_id) throw fail('The grant behind this API key belongs to another client or user.');
+    const user = index.users.get(key.user_id);
+    if (!user) throw fail('The owner of this API key no longer exists.');
+    // Never above what the owner may grant now (CONTRACT §6).
+    return { record, user, role: lowerAppRole(record.approved_role, maxGrantableRole(user.role)), clientId, audience: null };
+  }
+}
