@@ -25,6 +25,7 @@ import { McpToolsService } from './mcp/tools.js';
 import { ModelCatalog } from './models/catalog.js';
 import { ModelDownloads } from './models/downloads.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
+import { sweepOAuthState } from './oauth/adapter.js';
 import { OAuthClientsService } from './oauth/clients.js';
 import { loadSigningKeys } from './oauth/keys.js';
 import { type AuthorizationServer, createAuthorizationServer, OAUTH_PREFIX } from './oauth/provider.js';
@@ -230,15 +231,23 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
   };
   downloads.resumeAll();
-  // Self-registered clients nobody used for the retention period go (CONTRACT §7a): at start, then hourly.
-  const sweepClients = () =>
-    clients
-      .sweepDynamic(config.dynamicClientRetentionDays)
-      .then((n) => n && deps.logger.info({ removed: n }, 'removed unused self-registered OAuth clients'))
-      .catch((err: Error) => deps.logger.warn({ err: err.message }, 'could not sweep self-registered OAuth clients'));
-  const sweeping = setInterval(sweepClients, 60 * 60 * 1000);
+  // Retention, so the store holds the present and not all of history: at start, then hourly.
+  const retention: [string, () => Promise<number>][] = [
+    ['finished and revoked access requests', () => requests.sweep(config.requestRetentionDays, config.revokedRetentionDays)],
+    ['unused self-registered OAuth clients', () => clients.sweepDynamic(config.dynamicClientRetentionDays)],
+    ['dead refresh tokens and grants', () => sweepOAuthState(deps.store, deps.clock(), 10 * 60 * 1000)],
+  ];
+  const sweep = async () => {
+    for (const [what, run] of retention) {
+      await run().then(
+        (n) => n && deps.logger.info({ removed: n }, `retention: removed ${what}`),
+        (err: Error) => deps.logger.warn({ err: err.message }, `retention: could not remove ${what}`),
+      );
+    }
+  };
+  const sweeping = setInterval(sweep, 60 * 60 * 1000);
   sweeping.unref();
-  await sweepClients();
+  await sweep();
   return {
     koa,
     callback,

@@ -320,6 +320,34 @@ export class AccessRequestsService {
     record.updated_at = now;
   }
 
+  /**
+   * Retention (CONTRACT §6): expired, denied and failed requests go `finishedDays` after they
+   * ended, revoked ones `revokedDays` after the revoke; 0 keeps them. API keys made on a removed
+   * request go with it. Answers how many requests were removed.
+   */
+  async sweep(finishedDays: number, revokedDays: number): Promise<number> {
+    const DAY = 24 * 60 * 60 * 1000;
+    const now = this.clock();
+    const endedAt = (r: AccessRequestRecord) => {
+      if (r.status === 'draft') return Date.parse(r.expires_at) <= now ? Date.parse(r.expires_at) : undefined;
+      if (r.status === 'revoked') return Date.parse(r.revoked_at ?? r.updated_at);
+      if (r.status === 'approved') return undefined;
+      return Date.parse(r.updated_at);
+    };
+    const due = (r: AccessRequestRecord) => {
+      const days = r.status === 'revoked' ? revokedDays : finishedDays;
+      const ended = endedAt(r);
+      return days > 0 && ended !== undefined && ended <= now - days * DAY;
+    };
+    if (!this.store.read((db) => db.access_requests.some(due))) return 0;
+    return this.store.update((db) => {
+      const gone = new Set(db.access_requests.filter(due).map((r) => r.id));
+      db.access_requests = db.access_requests.filter((r) => !gone.has(r.id));
+      db.api_keys = db.api_keys.filter((k) => !gone.has(k.access_request_id));
+      return gone.size;
+    });
+  }
+
   private requireDraft(record: AccessRequestRecord): void {
     if (record.status === 'expired') throw conflict('expired', 'This request expired; the app must create a new one.');
     if (record.status !== 'draft') throw conflict('already_processed', `This request was already ${record.status}.`);

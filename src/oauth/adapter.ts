@@ -14,6 +14,8 @@ interface DurableRecord {
   payload: string;
   grant_id: string | null;
   expires_at: number | null;
+  /** ms; absent on rows written before it was kept */
+  created_at?: number;
 }
 
 const SEAL_KIND = 'oauth_state';
@@ -23,6 +25,28 @@ const hashId = (model: string, id: string) => createHash('sha256').update(`${mod
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
 
 const durableOf = (db: Db): DurableRecord[] => db.oauth_state as DurableRecord[];
+
+/**
+ * Removes dead OAuth state: expired rows, and grants no refresh token holds any more once their
+ * code had time to be redeemed (`codeTtlMs`). Answers how many rows went.
+ */
+export async function sweepOAuthState(store: Store, now: number, codeTtlMs: number): Promise<number> {
+  const dead = (rows: DurableRecord[]) => {
+    // a Grant row is keyed by the hash of its id; refresh tokens name the grant id itself
+    const held = new Set(
+      rows.filter((r) => r.model === 'RefreshToken' && r.grant_id && (r.expires_at === null || r.expires_at > now)).map((r) => hashId('Grant', r.grant_id!)),
+    );
+    return (r: DurableRecord) => (r.expires_at !== null && r.expires_at <= now) || (r.model === 'Grant' && !held.has(r.id) && (r.created_at ?? 0) <= now - codeTtlMs);
+  };
+  const count = store.read((db) => durableOf(db).filter(dead(durableOf(db))).length);
+  if (count === 0) return 0;
+  await store.update((db) => {
+    const rows = durableOf(db);
+    const isDead = dead(rows);
+    db.oauth_state = rows.filter((r) => !isDead(r));
+  });
+  return count;
+}
 
 /**
  * oidc-provider's storage adapter. Clients come from svc's registry; refresh tokens and grants
@@ -61,7 +85,7 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
       }
       const now = clock();
       const key = hashId(this.model, id);
-      const row: DurableRecord = { model: this.model, id: key, payload: box.seal(SEAL_KIND, key, JSON.stringify(payload)), grant_id: payload.grantId ?? null, expires_at: expiresAt };
+      const row: DurableRecord = { model: this.model, id: key, payload: box.seal(SEAL_KIND, key, JSON.stringify(payload)), grant_id: payload.grantId ?? null, expires_at: expiresAt, created_at: now };
       await store.update((db) => {
         const rows = durableOf(db).filter((r) => !(r.model === this.model && r.id === key) && (r.expires_at === null || r.expires_at > now));
         rows.push(row);
@@ -99,11 +123,13 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
         if (hit) hit.payload = { ...hit.payload, consumed };
         return;
       }
+      // A used refresh token is dead (it was rotated): it goes now rather than at its expiry, so
+      // the store holds the live ones only. A replay of it is then simply unknown (invalid_grant).
       const key = hashId(this.model, id);
       await store.update((db) => {
-        const row = durableOf(db).find((r) => r.model === this.model && r.id === key);
-        if (row) row.payload = box.seal(SEAL_KIND, key, JSON.stringify({ ...open(row), consumed }));
+        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.id === key));
       });
+      void consumed;
     }
 
     async destroy(id: string): Promise<void> {
