@@ -80,6 +80,10 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       path: '/svc/v1/apps/request-access',
       operationId: 'createAccessRequest',
       summary: 'An app asks for access; the user reviews it at review_url',
+      description:
+        'Limits: at most 32 MCP server URLs of at most 2,048 characters each; rate-limited per app_client_id and per address; ' +
+        'undecided drafts are capped per app_client_id (default 20, `--max-drafts-per-client`) and in all (default 1,000, `--max-drafts`): ' +
+        'beyond either, 429 `too_many_drafts` with Retry-After and nothing stored. Decided requests are kept for `--request-retention-days` (7; revoked ones `--revoked-retention-days`, 30).',
       tags: ['apps'],
       auth: 'none',
       before: [unauthenticatedLimit(deps, (ctx) => (ctx.request as { body?: { app_client_id?: unknown } }).body?.app_client_id)],
