@@ -414,6 +414,66 @@ describe.skipIf(!CHROMIUM)('browser review page', () => {
     await page.close();
   });
 
+  /** A standard OAuth client (an MCP host) that registered itself, and the URL of its sign-in for pat's instance. */
+  async function hostSignIn(name = 'Claude Code') {
+    const callback = `${appServer.origin}/callback`;
+    const reg = await app.post('/oauth/reg', { client_name: name, redirect_uris: [callback], token_endpoint_auth_method: 'none' });
+    expect(reg.status, reg.text).toBe(201);
+    const url = new URL(`${d.url}/oauth/auth`);
+    const params = {
+      client_id: reg.body.client_id,
+      response_type: 'code',
+      redirect_uri: callback,
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+      state: 'xyz',
+      scope: 'scope_user_user',
+      resource: `${d.baseUrl}/svc/v1/apps/mcps/${a2}/mcp`,
+    };
+    for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+    return { url: url.href, clientId: reg.body.client_id as string, callback };
+  }
+
+  it("is the consent step of a standard client's sign-in: the instance it named is ticked, Approve hands the app its code", async () => {
+    const host = await hostSignIn();
+    const { page, problems } = await openPage();
+    await page.goto(host.url);
+    await page.waitForURL(/\/ui\/apps\/access-requests\/review\?id=/);
+    expect(await page.locator('#client-kind').textContent()).toBe('Registered itself');
+    expect(await page.locator('#redirect-origin').textContent()).toContain(appServer.origin);
+    expect(await page.locator('h1').textContent()).toContain('Claude Code');
+    // the resource named pat's second instance of the URL: that one starts ticked, not the first
+    expect(await page.locator(`input[value="${a2}"]`).isChecked()).toBe(true);
+    expect(await page.locator(`input[value="${a1}"]`).isChecked()).toBe(false);
+    await page.click('#approve');
+    await page.waitForURL((u) => u.href.startsWith(host.callback));
+    const back = new URL(page.url());
+    expect(back.searchParams.get('code')).toBeTruthy();
+    expect(back.searchParams.get('state')).toBe('xyz');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it("Deny sends the standard client access_denied; a decision made in another surface carries the sign-in on at a reload", async () => {
+    const denied = await hostSignIn('Denied Host');
+    const { page } = await openPage();
+    await page.goto(denied.url);
+    await page.waitForURL(/review\?id=/);
+    await page.click('#deny');
+    await page.waitForURL((u) => u.href.startsWith(denied.callback));
+    expect(new URL(page.url()).searchParams.get('error')).toBe('access_denied');
+
+    const elsewhere = await hostSignIn('Decided in the terminal');
+    await page.goto(elsewhere.url);
+    await page.waitForURL(/review\?id=/);
+    const id = new URL(page.url()).searchParams.get('id')!;
+    expect((await pat.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' })).status).toBe(200);
+    await page.reload();
+    await page.waitForURL((u) => u.href.startsWith(elsewhere.callback));
+    expect(new URL(page.url()).searchParams.get('code')).toBeTruthy();
+    await page.close();
+  });
+
   it.runIf(SCREENSHOTS)('takes the README screenshots (SCREENSHOTS=1)', async () => {
     const { clientId } = await registerClient(admin, {
       name: 'Notes Assistant',
@@ -433,5 +493,13 @@ describe.skipIf(!CHROMIUM)('browser review page', () => {
       await page.screenshot({ path: path.join(dir, file), fullPage: true });
       await shot.close();
     }
+    // the consent step of an MCP host's sign-in
+    const host = await hostSignIn('Claude Code');
+    const shot = await browser.newContext({ viewport: { width: 1280, height: 900 }, storageState: state });
+    const page = await shot.newPage();
+    await page.goto(host.url);
+    await page.waitForURL(/review\?id=/);
+    await page.screenshot({ path: path.join(dir, 'review-consent.png'), fullPage: true });
+    await shot.close();
   });
 });
