@@ -60,7 +60,7 @@ function spawnSvc(args: string[]) {
 
 /** `svc serve --port 0` on `dataDir`; resolves once it prints where it listens. */
 async function serve(dataDir: string): Promise<Serve> {
-  const s = spawnSvc(['serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--rate-limit-client', '0', '--rate-limit-address', '0']);
+  const s = spawnSvc(['serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--rate-limit-client', '0', '--rate-limit-address', '0', '--max-drafts-per-client', '100000', '--max-drafts', '1000000']);
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`svc serve did not start\nstdout: ${s.stdout()}\nstderr: ${s.stderr()}`)), 30_000);
     const check = () => {
