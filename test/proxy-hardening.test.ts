@@ -6,6 +6,7 @@ import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, expectErrorShape, userApi } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { startUpstream } from './helpers/upstream.js';
+import { LineRelay } from '../src/proxy/scrub.js';
 
 /** A key with a slash, so that PHP-style `\/` escaping changes its bytes. */
 const LEAKY_KEY = `sk-live/${Math.random().toString(36).slice(2)}+Zq/${Math.random().toString(36).slice(2)}`;
@@ -345,6 +346,25 @@ describe('OpenAI proxy hardening (issue 11: items 2, 9, 10, 15, 16)', () => {
       const body = `{"model":"fake-model","messages":[{"role":"user","content":${nested(20_000)}}]}`;
       const res = await fetch(`${d.url}/v1/chat/completions`, { method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' }, body });
       expect(res.status).toBe(200);
+    });
+  });
+
+  describe('item 2, the stream scrubber on its own: a key cut at every byte, in every spelling', () => {
+    it('never lets any spelling through, whatever the cut', () => {
+      for (const spelled of [LEAKY_KEY, escapeSlashes(LEAKY_KEY), escapeAll(LEAKY_KEY), escapeMixed(LEAKY_KEY)]) {
+        const stream = Buffer.from(`data: {"a":1}\n\ndata: {"error":{"message":"key ${spelled} refused"}}\n\ndata: [DONE]\n\n`);
+        for (let cut = 1; cut < stream.length; cut++) {
+          for (const cut2 of [cut, Math.min(stream.length, cut + 7)]) {
+            const relay = new LineRelay(LEAKY_KEY, 1024);
+            const out = [relay.push(stream.subarray(0, cut)), relay.push(stream.subarray(cut, cut2)), relay.push(stream.subarray(cut2)), relay.end()]
+              .map((o) => (o === null ? '' : o.toString()))
+              .join('');
+            expectNoKey(out);
+            expect(out).toContain('key [redacted] refused');
+            expect(out.endsWith('data: [DONE]\n\n')).toBe(true);
+          }
+        }
+      }
     });
   });
 });

@@ -114,7 +114,9 @@ function scrubLines(text: string, key: string): string {
  * scrub, chunks pass as Buffers, untouched.
  */
 export class LineRelay {
-  private pending: Buffer | null = null;
+  /** the incomplete last line, as the chunks it came in (joined once its newline arrives) */
+  private pending: Buffer[] = [];
+  private pendingLength = 0;
   /** the last two bytes sent, to know whether an event is open when the stream breaks */
   private tail = '\n\n';
 
@@ -125,23 +127,32 @@ export class LineRelay {
 
   /** What may be sent now; throws RangeError when one line grows past maxLine. */
   push(chunk: Buffer): Buffer | string | null {
-    const buf = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
-    const cut = buf.lastIndexOf(10) + 1;
-    this.pending = cut < buf.length ? buf.subarray(cut) : null;
-    if (this.pending && this.pending.length > this.maxLine) throw new RangeError('line too long');
-    return cut === 0 ? null : this.emit(buf.subarray(0, cut));
+    const newline = chunk.lastIndexOf(10);
+    if (newline === -1) {
+      this.pending.push(chunk);
+      this.pendingLength += chunk.length;
+      if (this.pendingLength > this.maxLine) throw new RangeError('line too long');
+      return null;
+    }
+    const cut = newline + 1;
+    const complete = this.pending.length > 0 ? Buffer.concat([...this.pending, chunk.subarray(0, cut)]) : chunk.subarray(0, cut);
+    this.pending = cut < chunk.length ? [chunk.subarray(cut)] : [];
+    this.pendingLength = chunk.length - cut;
+    return this.emit(complete);
   }
 
   /** The rest at the end of the stream. */
   end(): Buffer | string | null {
-    const rest = this.pending;
-    this.pending = null;
+    const rest = this.pending.length > 0 ? Buffer.concat(this.pending) : null;
+    this.pending = [];
+    this.pendingLength = 0;
     return rest ? this.emit(rest) : null;
   }
 
   /** Drops an incomplete line (the stream broke) and answers what closes the open event, if any. */
   abandon(): string {
-    this.pending = null;
+    this.pending = [];
+    this.pendingLength = 0;
     return this.tail.endsWith('\n\n') ? '' : this.tail.endsWith('\n') ? '\n' : '\n\n';
   }
 
