@@ -26,6 +26,8 @@ export interface RouteDef<B extends z.ZodType | undefined = undefined, Q extends
   method: HttpMethod;
   /** OpenAPI-style path: /svc/v1/things/{id} */
   path: string;
+  /** the router's path when it differs from `path`, e.g. `/v1/models/*id` for an id that may hold slashes */
+  mountPath?: string;
   operationId: string;
   summary: string;
   description?: string;
@@ -79,7 +81,7 @@ export function mountRoutes(
       if (result !== undefined) ctx.body = result;
     };
     (router as unknown as Record<HttpMethod, (path: string, ...mw: Middleware<AppState>[]) => void>)[route.method](
-      koaPath(route.path),
+      route.mountPath ?? koaPath(route.path),
       ...stack,
       handle,
     );

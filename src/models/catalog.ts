@@ -36,9 +36,17 @@ export interface ResolvedModel {
   defaults: Record<string, unknown> | null;
 }
 
+interface PublicModel {
+  id: string;
+  owned_by: string;
+  created: number;
+}
+
 interface Index {
   byId: Map<string, ResolvedModel>;
-  listed: { id: string; owned_by: string; created: number }[];
+  listed: PublicModel[];
+  /** every id that resolves, listed or `<provider>/<model>` */
+  described: Map<string, PublicModel>;
 }
 
 /**
@@ -58,26 +66,34 @@ export class ModelCatalog {
     const db = this.store.data as Db;
     const byId = new Map<string, ResolvedModel>();
     const listed: Index['listed'] = [];
+    const described = new Map<string, PublicModel>();
     const providers = providersOf(db);
     const byName = new Map(providers.map((p) => [p.name, p]));
     for (const a of aliasesOf(db)) {
       const p = byName.get(a.provider);
       if (!p || byId.has(a.id)) continue;
       byId.set(a.id, { provider: p, upstreamModel: a.model, defaults: a.defaults });
-      listed.push({ id: a.id, owned_by: `svc:${p.name}`, created: Math.floor(Date.parse(a.created_at) / 1000) });
+      const entry = { id: a.id, owned_by: `svc:${p.name}`, created: Math.floor(Date.parse(a.created_at) / 1000) };
+      listed.push(entry);
+      described.set(a.id, entry);
     }
     for (const p of providers) {
       const created = Math.floor(Date.parse(p.created_at) / 1000);
       for (const m of new Set([...p.models, ...p.discovered_models])) {
         if (!byId.has(m)) {
           byId.set(m, { provider: p, upstreamModel: m, defaults: null });
-          listed.push({ id: m, owned_by: p.name, created });
+          const entry = { id: m, owned_by: p.name, created };
+          listed.push(entry);
+          described.set(m, entry);
         }
         const qualified = `${p.name}/${m}`;
-        if (!byId.has(qualified)) byId.set(qualified, { provider: p, upstreamModel: m, defaults: null });
+        if (!byId.has(qualified)) {
+          byId.set(qualified, { provider: p, upstreamModel: m, defaults: null });
+          described.set(qualified, { id: qualified, owned_by: p.name, created });
+        }
       }
     }
-    return { byId, listed };
+    return { byId, listed, described };
   }
 
   private current(): Index {
@@ -88,6 +104,11 @@ export class ModelCatalog {
 
   resolve(id: string): ResolvedModel | undefined {
     return this.current().byId.get(id);
+  }
+
+  /** The OpenAI model object of any id that resolves (GET /v1/models/{id}). */
+  describe(id: string): PublicModel | undefined {
+    return this.current().described.get(id);
   }
 
   listPublic(): Index['listed'] {

@@ -20,6 +20,8 @@ const statusText: Record<number, string> = {
   409: 'Conflict: already processed or expired',
   413: 'Body too large',
   429: 'Rate limited (Retry-After)',
+  502: 'Upstream unreachable, broken off or refusing svc (upstream_unavailable, upstream_rejected)',
+  504: 'Upstream did not answer in time (upstream_timeout)',
 };
 
 type JsonSchema = Record<string, unknown>;

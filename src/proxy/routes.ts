@@ -1,12 +1,13 @@
 import { z } from 'zod';
-import { AppError } from '../errors.js';
+import { AppError, invalidBody } from '../errors.js';
 import type { AppContext, AppDeps } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { parseOrThrow } from '../http/validate.js';
 import type { ModelCatalog, ResolvedModel } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
 import { readJson } from './body.js';
-import { abortOnClientGone, callUpstream, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from './upstream.js';
+import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from './scrub.js';
+import { abortOnClientGone, callUpstream, type ClientGone, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from './upstream.js';
 
 export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -24,57 +25,206 @@ export const embeddingsBody = z
     input: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
   })
   .meta({ id: 'EmbeddingsRequest', description: 'OpenAI embeddings request; other fields pass through' });
-const modelList = z.object({
-  object: z.literal('list'),
-  data: z.array(z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() })),
-});
+export const completionsBody = z
+  .looseObject({
+    model: z.string().min(1).max(200),
+    prompt: z.union([z.string(), z.array(z.string()), z.array(z.number()), z.array(z.array(z.number()))]),
+    stream: z.boolean().optional(),
+  })
+  .meta({ id: 'CompletionRequest', description: 'OpenAI (legacy) text completion request; other fields pass through' });
+export const responsesBody = z
+  .looseObject({
+    model: z.string().min(1).max(200).describe('Required here (svc routes by it), unlike OpenAI where a stored prompt may name it'),
+    input: z.union([z.string(), z.array(z.unknown()).max(10_000)]).optional(),
+    stream: z.boolean().optional(),
+  })
+  .meta({ id: 'ResponseRequest', description: 'OpenAI Responses API request; other fields pass through' });
+const modelObject = z
+  .object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() })
+  .meta({ id: 'Model', description: 'OpenAI model object' });
+const modelList = z.object({ object: z.literal('list'), data: z.array(modelObject) });
+const modelParams = z.object({ id: z.string().min(1).max(400).describe('A model id as listed, or `<provider>/<model>`; may contain slashes') });
 const passthrough = z.looseObject({}).describe('The upstream OpenAI-format response, passed through');
 
 const modelNotFound = (model: string) =>
   new AppError(404, 'not_found_error', 'model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
+const clientClosed = () => new AppError(499, 'invalid_request_error', 'client_closed', 'The client went away.');
+
+type Endpoint = '/chat/completions' | '/embeddings' | '/completions' | '/responses';
+
+/** A non-streamed upstream answer is read whole, at most this much, before anything is sent. */
+export const UPSTREAM_ANSWER_LIMIT = 64 * 1024 * 1024;
+/** One line of an upstream event stream may be at most this long. */
+const STREAM_LINE_LIMIT = 32 * 1024 * 1024;
+/** How deep a body svc will re-serialise (alias or `<provider>/<model>` ids); deeper is a 400. */
+export const MAX_REWRITE_DEPTH = 1000;
+
+/** Whether a parsed JSON value nests deeper than `limit` (without recursion, so any depth is safe). */
+function deeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (depth > limit) return true;
+    for (const v of Object.values(node as object)) if (v !== null && typeof v === 'object') stack.push([v, depth + 1]);
+  }
+  return false;
+}
+
+/** The message of an upstream error body: OpenAI's `error.message`, or `error`, `message`, `detail`; else the text. */
+function upstreamMessage(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown } | null;
+    if (parsed && typeof parsed === 'object') {
+      const m = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message ?? parsed.detail);
+      if (typeof m === 'string') return m;
+    }
+  } catch {
+    /* not JSON: the text itself */
+  }
+  return text;
+}
 
 /**
- * The OpenAI-compatible endpoints (CONTRACT §8). Bodies are read raw and parsed once; responses
- * are piped from the upstream without parsing, so a stream reaches the app chunk by chunk.
+ * OpenAI's embeddings API answers base64 (little-endian float32) when asked; the official client
+ * asks by default. An upstream that ignores it sends float arrays, which svc encodes as asked.
+ */
+function floatsToBase64(answer: unknown): boolean {
+  const data = (answer as { data?: unknown } | null)?.data;
+  if (!Array.isArray(data)) return false;
+  let changed = false;
+  for (const item of data) {
+    const vector = (item as { embedding?: unknown } | null)?.embedding;
+    if (!Array.isArray(vector) || !vector.every((x) => typeof x === 'number')) continue;
+    const buf = Buffer.allocUnsafe(vector.length * 4);
+    vector.forEach((x: number, i) => buf.writeFloatLE(x, i * 4));
+    (item as { embedding: unknown }).embedding = buf.toString('base64');
+    changed = true;
+  }
+  return changed;
+}
+
+/** The event that ends a stream the upstream broke: the Responses API's `error` event, else `data: {"error":...}`. */
+function streamErrorEvent(endpoint: Endpoint, message: string, code: string): string {
+  const error = { message, type: 'upstream_error', code };
+  if (endpoint === '/responses') return `event: error\ndata: ${JSON.stringify({ type: 'error', sequence_number: 0, code, message, param: null, error })}\n\n`;
+  return `data: ${JSON.stringify({ error })}\n\n`;
+}
+
+/**
+ * The OpenAI-compatible endpoints (CONTRACT §8). Bodies are read raw and parsed once. A stream is
+ * passed on line by line as it arrives; any other answer is read whole (bounded) before the first
+ * byte goes to the app, so an upstream that stalls or breaks off gives a 504/502, never silence
+ * or a truncated 200. The provider's key is scrubbed from everything relayed (see scrub.ts).
  */
 export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog: ModelCatalog): AnyRouteDef[] {
-  const scrub = (text: string, key: string | null) => (key ? text.split(key).join('[redacted]') : text);
+  /** The key to scrub from successful answers (short placeholders are left alone, see scrub.ts). */
+  const scrubKey = (resolved: ResolvedModel) => {
+    const key = providers.apiKey(resolved.provider);
+    return key && key.length >= MIN_SCRUBBED_KEY_LENGTH ? key : null;
+  };
 
-  /** Relays an upstream error: 4xx keep their status and OpenAI-shaped message, 5xx become 502. */
-  async function relayError(upstream: UpstreamResponse, resolved: ResolvedModel): Promise<void> {
+  /**
+   * Relays an upstream error: 4xx keep their status and OpenAI-shaped message, 5xx become 502, and
+   * a provider that lacks the endpoint (404 not about a model, 405, 501) is a 404 naming it.
+   */
+  async function relayError(upstream: UpstreamResponse, resolved: ResolvedModel, endpoint: Endpoint): Promise<never> {
     const status = upstream.statusCode;
-    const text = scrub((await readBody(upstream.body, 1024 * 1024).catch(() => Buffer.alloc(0))).toString('utf8'), providers.apiKey(resolved.provider));
-    if (status >= 500 || status < 400) throw upstreamUnavailable(`The upstream model server answered ${status}.`);
+    const name = resolved.provider.name;
+    const text = (await readBody(upstream.body, 1024 * 1024).catch(() => Buffer.alloc(0))).toString('utf8');
+    // Scrubbed after decoding, then cut: a cut first could leave part of the key.
+    const upstreamText = scrubText(upstreamMessage(text), providers.apiKey(resolved.provider)).slice(0, 2000);
+    if (status === 405 || status === 501 || (status === 404 && !/model/i.test(upstreamText))) {
+      throw new AppError(404, 'not_found_error', 'unsupported_endpoint', `Provider ${name} does not serve /v1${endpoint} (it answered ${status}).`);
+    }
+    if (status >= 500 || status < 400) throw upstreamUnavailable(`Upstream provider ${name} answered ${status}.`);
     // The app's token was fine; it is svc's key for this provider that was refused. A 401 here
     // would read to the app's client as its own credentials failing.
     if (status === 401 || status === 403) {
-      throw new AppError(502, 'upstream_error', 'upstream_rejected', `The upstream model server refused svc's credentials for provider ${resolved.provider.name} (${status}).`);
+      throw new AppError(502, 'upstream_error', 'upstream_rejected', `The upstream model server refused svc's credentials for provider ${name} (${status}).`);
     }
-    let upstreamMessage = text.slice(0, 2000);
-    try {
-      const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
-      const m = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
-      if (typeof m === 'string') upstreamMessage = m.slice(0, 2000);
-    } catch {
-      /* not JSON: keep the text */
-    }
-    throw new AppError(status, status === 404 ? 'not_found_error' : 'invalid_request_error', 'upstream_rejected', upstreamMessage || `The upstream model server answered ${status}.`);
+    throw new AppError(status, status === 404 ? 'not_found_error' : 'invalid_request_error', 'upstream_rejected', upstreamText || `Upstream provider ${name} answered ${status}.`);
+  }
+
+  /** Passes an event stream on line by line; an upstream failure ends it with an error event. */
+  async function relayStream(ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, endpoint: Endpoint, resolved: ResolvedModel, abort: ClientGone): Promise<void> {
+    const res = ctx.res;
+    const name = resolved.provider.name;
+    const relay = new LineRelay(scrubKey(resolved), STREAM_LINE_LIMIT);
+    ctx.respond = false;
+    headers['X-Accel-Buffering'] = 'no';
+    res.writeHead(upstream.statusCode, headers);
+    // The headers go at once, so the app sees the answer start as the upstream does.
+    res.flushHeaders();
+    const answer = upstream.body;
+    await new Promise<void>((resolve) => {
+      let ended = false;
+      const send = (out: Buffer | string | null) => {
+        if (out !== null && out.length > 0 && !res.write(out)) {
+          answer.pause();
+          res.once('drain', () => answer.resume());
+        }
+      };
+      const fail = (message: string, code: string) => {
+        ended = true;
+        if (!res.writableEnded && !abort.aborted) {
+          deps.logger.warn({ requestId: ctx.state.requestId, provider: name, code }, 'upstream stream broke off');
+          res.write(relay.abandon() + streamErrorEvent(endpoint, message, code));
+          res.end();
+        }
+        resolve();
+      };
+      answer.on('data', (chunk: Buffer) => {
+        if (ended) return;
+        let out: Buffer | string | null;
+        try {
+          out = relay.push(chunk);
+        } catch {
+          answer.destroy();
+          fail(`Upstream provider ${name} sent an event line over ${STREAM_LINE_LIMIT} bytes.`, 'upstream_unavailable');
+          return;
+        }
+        send(out);
+      });
+      answer.once('end', () => {
+        if (ended) return;
+        ended = true;
+        send(relay.end());
+        res.end();
+        resolve();
+      });
+      answer.once('error', (err: Error & { code?: string }) => {
+        if (ended) return;
+        const timeout = err.code === 'UND_ERR_BODY_TIMEOUT';
+        fail(
+          timeout ? `Upstream provider ${name} stopped sending for ${resolved.provider.timeout_ms} ms.` : `Upstream provider ${name} broke off the stream.`,
+          timeout ? 'upstream_timeout' : 'upstream_unavailable',
+        );
+      });
+      res.once('close', () => {
+        if (!ended) answer.destroy();
+        resolve();
+      });
+    });
   }
 
   /**
    * `raw` is the app's body as it came; it goes upstream untouched (no re-serialisation) unless
    * the model id must change or an alias adds defaults.
    */
-  async function forward(ctx: AppContext, path: '/chat/completions' | '/embeddings', raw: string, body: Record<string, unknown>, stream: boolean): Promise<void> {
+  async function forward(ctx: AppContext, endpoint: Endpoint, raw: string, body: Record<string, unknown>, stream: boolean): Promise<void> {
     const resolved = catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
-    const outgoing =
-      !resolved.defaults && resolved.upstreamModel === body.model
-        ? raw
-        : JSON.stringify(resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel });
+    let outgoing = raw;
+    if (resolved.defaults || resolved.upstreamModel !== body.model) {
+      if (deeperThan(body, MAX_REWRITE_DEPTH)) {
+        throw invalidBody(`The request body nests deeper than ${MAX_REWRITE_DEPTH} levels, too deep for svc to rewrite for this model id.`);
+      }
+      outgoing = JSON.stringify(resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel });
+    }
+    const name = `provider ${resolved.provider.name}`;
     const abort = abortOnClientGone(ctx.res);
     const upstream = await callUpstream({
-      url: upstreamUrl(resolved.provider.base_url, path),
+      url: upstreamUrl(resolved.provider.base_url, endpoint),
       method: 'POST',
       headers: {
         'Content-Type': 'application/json',
@@ -84,11 +234,10 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       body: outgoing,
       timeoutMs: resolved.provider.timeout_ms,
       signal: abort,
+      name,
     });
-    if (upstream.statusCode >= 300) return relayError(upstream, resolved);
+    if (upstream.statusCode >= 300) return relayError(upstream, resolved, endpoint);
 
-    const res = ctx.res;
-    ctx.respond = false;
     const contentType = String(upstream.headers['content-type'] ?? (stream ? 'text/event-stream' : 'application/json'));
     const headers: Record<string, string> = {
       'Content-Type': contentType,
@@ -96,48 +245,44 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       'X-Content-Type-Options': 'nosniff',
     };
     if (ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
-    const length = Number(upstream.headers['content-length']);
-    if (!stream && Number.isFinite(length) && length <= 4 * 1024 * 1024) {
-      // A whole small answer: headers and body leave in one write.
-      const buf = await readBody(upstream.body, length + 1);
+    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(ctx, upstream, headers, endpoint, resolved, abort);
+
+    // Read it all before writing anything: a failure here is still a proper 502/504.
+    let buf: Buffer;
+    try {
+      buf = await readBody(upstream.body, UPSTREAM_ANSWER_LIMIT, name);
+    } catch (err) {
+      throw abort.aborted ? clientClosed() : err;
+    }
+    let text: string | null = null;
+    // A body without Content-Length or chunked framing ends when the connection does, so a reset
+    // looks like an end: check that JSON is whole rather than pass on half of it.
+    const framed = upstream.headers['content-length'] !== undefined || /chunked/i.test(String(upstream.headers['transfer-encoding'] ?? ''));
+    const wantsBase64 = endpoint === '/embeddings' && (body.encoding_format ?? resolved.defaults?.encoding_format) === 'base64';
+    if (/[/+]json/i.test(contentType) && (!framed || wantsBase64)) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(buf.toString('utf8'));
+      } catch {
+        throw upstreamUnavailable(`Upstream ${name} sent an incomplete or malformed answer.`);
+      }
+      if (wantsBase64 && floatsToBase64(parsed)) text = JSON.stringify(parsed);
+    }
+    const key = scrubKey(resolved);
+    if (key) text = scrubJsonText(text ?? buf.toString('utf8'), key);
+
+    const res = ctx.res;
+    ctx.respond = false;
+    if (text === null) {
       headers['Content-Length'] = String(buf.length);
       res.writeHead(upstream.statusCode, headers);
       // a string body leaves with the headers in one write (a Buffer would take a writev)
       res.end(buf.toString('latin1'), 'latin1');
-      return;
+    } else {
+      headers['Content-Length'] = String(Buffer.byteLength(text));
+      res.writeHead(upstream.statusCode, headers);
+      res.end(text, 'utf8');
     }
-    if (stream) headers['X-Accel-Buffering'] = 'no';
-    res.writeHead(upstream.statusCode, headers);
-    // A stream's headers go at once, so the app sees the answer start as the upstream does.
-    if (stream) res.flushHeaders();
-    const answer = upstream.body;
-    await new Promise<void>((resolve) => {
-      let ended = false;
-      answer.on('data', (chunk: Buffer) => {
-        if (!res.write(chunk)) {
-          answer.pause();
-          res.once('drain', () => answer.resume());
-        }
-      });
-      answer.once('end', () => {
-        ended = true;
-        res.end();
-        resolve();
-      });
-      answer.once('error', () => {
-        // The upstream broke off or stalled: say so in the stream's own format, then end it.
-        if (!res.writableEnded && !abort.aborted) {
-          deps.logger.warn({ requestId: ctx.state.requestId, provider: resolved.provider.name }, 'upstream stream broke off');
-          if (stream) res.write(`data: ${JSON.stringify({ error: { message: 'The upstream model server broke off the stream.', type: 'upstream_error', code: 'upstream_unavailable' } })}\n\n`);
-          res.end();
-        }
-        resolve();
-      });
-      res.once('close', () => {
-        if (!ended) answer.destroy();
-        resolve();
-      });
-    });
   }
 
   return [
@@ -156,6 +301,24 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       }),
     }),
     defineRoute({
+      method: 'get',
+      path: '/v1/models/{id}',
+      // the id may hold slashes (`<provider>/<model>`, `org/model`), encoded or not
+      mountPath: '/v1/models/*id',
+      operationId: 'retrieveModel',
+      summary: 'One model available to apps, by id',
+      tags: ['openai'],
+      auth: 'bearer',
+      params: modelParams,
+      responses: { 200: { description: 'OpenAI model object', schema: modelObject } },
+      errors: [401, 403, 404],
+      handler: (_ctx, { params }) => {
+        const m = catalog.describe(params.id);
+        if (!m) throw modelNotFound(params.id);
+        return { id: m.id, object: 'model' as const, created: m.created, owned_by: m.owned_by };
+      },
+    }),
+    defineRoute({
       method: 'post',
       path: '/v1/chat/completions',
       operationId: 'createChatCompletion',
@@ -167,7 +330,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       responses: {
         200: { description: 'OpenAI chat completion, or text/event-stream chunks when stream is true', schema: passthrough },
       },
-      errors: [400, 401, 403, 404, 413],
+      errors: [400, 401, 403, 404, 413, 502, 504],
       async handler(ctx) {
         const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
         const body = parseOrThrow(chatCompletionBody, json, 'body');
@@ -184,11 +347,52 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       rawBody: true,
       body: embeddingsBody,
       responses: { 200: { description: 'OpenAI embeddings response', schema: passthrough } },
-      errors: [400, 401, 403, 404, 413],
+      errors: [400, 401, 403, 404, 413, 502, 504],
       async handler(ctx) {
         const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
         const body = parseOrThrow(embeddingsBody, json, 'body');
         await forward(ctx, '/embeddings', raw, body, false);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/completions',
+      operationId: 'createCompletion',
+      summary: 'Text completion (legacy), streamed (SSE) or not, passed through to the provider',
+      tags: ['openai'],
+      auth: 'bearer',
+      rawBody: true,
+      body: completionsBody,
+      responses: {
+        200: { description: 'OpenAI text completion, or text/event-stream chunks when stream is true', schema: passthrough },
+      },
+      errors: [400, 401, 403, 404, 413, 502, 504],
+      async handler(ctx) {
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(completionsBody, json, 'body');
+        await forward(ctx, '/completions', raw, body, body.stream === true);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/responses',
+      operationId: 'createResponse',
+      summary: 'Responses API call, streamed (typed SSE events) or not, passed through to the provider',
+      description:
+        'Needs a provider that serves /responses; one that does not gives 404 unsupported_endpoint. Only the create call is proxied: ' +
+        'retrieving, cancelling or deleting a stored response by id is not.',
+      tags: ['openai'],
+      auth: 'bearer',
+      rawBody: true,
+      body: responsesBody,
+      responses: {
+        200: { description: 'OpenAI response object, or text/event-stream events (response.created, response.output_text.delta, ...) when stream is true', schema: passthrough },
+      },
+      errors: [400, 401, 403, 404, 413, 502, 504],
+      async handler(ctx) {
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(responsesBody, json, 'body');
+        await forward(ctx, '/responses', raw, body, body.stream === true);
       },
     }),
   ];

@@ -19,10 +19,11 @@ function poolFor(origin: string): Pool {
   return pool;
 }
 
+// These say which upstream failed (never its URL or credentials), so they are shown to the app.
 export const upstreamUnavailable = (message = 'The upstream server could not be reached.') =>
-  new AppError(502, 'upstream_error', 'upstream_unavailable', message);
+  new AppError(502, 'upstream_error', 'upstream_unavailable', message, { expose: true });
 export const upstreamTimeout = (message = 'The upstream server did not answer in time.') =>
-  new AppError(504, 'upstream_error', 'upstream_timeout', message);
+  new AppError(504, 'upstream_error', 'upstream_timeout', message, { expose: true });
 const clientClosed = () => new AppError(499, 'invalid_request_error', 'client_closed', 'The client went away.');
 
 export interface UpstreamRequest {
@@ -34,6 +35,8 @@ export interface UpstreamRequest {
   timeoutMs: number;
   /** aborts the upstream call, e.g. when the app disconnects */
   signal?: AbortSignal | ClientGone;
+  /** names the upstream in error messages, e.g. "provider local" (never its URL) */
+  name?: string;
 }
 
 export interface UpstreamResponse {
@@ -78,12 +81,18 @@ export async function callUpstream(req: UpstreamRequest): Promise<UpstreamRespon
   } catch (err) {
     if (req.signal?.aborted) throw clientClosed();
     const code = (err as { code?: string }).code;
-    if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') throw upstreamTimeout();
-    throw upstreamUnavailable();
+    if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+      throw upstreamTimeout(req.name ? `Upstream ${req.name} did not answer within ${req.timeoutMs} ms.` : undefined);
+    }
+    throw upstreamUnavailable(req.name ? `Upstream ${req.name} could not be reached.` : undefined);
   }
 }
 
-export async function readBody(body: Readable, limit = 32 * 1024 * 1024): Promise<Buffer> {
+/**
+ * The whole body, at most `limit` bytes. A body that breaks off, stalls past the call's timeout or
+ * runs over the limit is an AppError (502/504) naming `name` when given.
+ */
+export async function readBody(body: Readable, limit = 32 * 1024 * 1024, name?: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let size = 0;
   try {
@@ -91,14 +100,16 @@ export async function readBody(body: Readable, limit = 32 * 1024 * 1024): Promis
       size += (chunk as Buffer).length;
       if (size > limit) {
         body.destroy();
-        throw upstreamUnavailable('The upstream answer was too large.');
+        throw upstreamUnavailable(`The answer of upstream ${name ?? 'server'} was larger than ${limit} bytes.`);
       }
       chunks.push(chunk as Buffer);
     }
   } catch (err) {
     if (err instanceof AppError) throw err;
     const code = (err as { code?: string }).code;
-    throw code === 'UND_ERR_BODY_TIMEOUT' ? upstreamTimeout() : upstreamUnavailable('The upstream answer broke off.');
+    throw code === 'UND_ERR_BODY_TIMEOUT'
+      ? upstreamTimeout(`Upstream ${name ?? 'server'} stopped sending its answer.`)
+      : upstreamUnavailable(`Upstream ${name ?? 'server'} broke off its answer.`);
   }
   return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
 }

@@ -8,12 +8,24 @@ export interface SeenRequest {
   body: any;
 }
 
+/** The text the fake upstream answers to a Responses API `input` (a string or message items). */
+function lastInputText(input: any): string {
+  if (typeof input === 'string') return input;
+  const last = Array.isArray(input) ? input[input.length - 1] : undefined;
+  if (typeof last?.content === 'string') return last.content;
+  if (Array.isArray(last?.content)) return last.content.map((p: any) => p?.text ?? '').join('');
+  return '';
+}
+
 /**
- * A small real OpenAI-format model server on 127.0.0.1: models, chat completions (plain and SSE,
- * with spacing between chunks), embeddings; and misbehaviours picked by model name:
- * `stall` never answers, `break` cuts a stream mid-way, `fail500` / `fail400` answer errors.
+ * A small real OpenAI-format model server on 127.0.0.1: models, chat completions, legacy
+ * completions and the Responses API (each plain and SSE, with spacing between chunks; Responses
+ * streams as typed events), embeddings; and misbehaviours picked by model name:
+ * `stall` never answers, `break` cuts a stream mid-way, `fail500` / `fail400` answer errors,
+ * `embed-floats` answers float arrays whatever `encoding_format` asks. `lacks` lists paths
+ * (e.g. `/v1/responses`) it answers with a bare 404 like a server that does not have them.
  */
-export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: number; chunks?: number } = {}) {
+export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: number; chunks?: number; lacks?: string[] } = {}) {
   const seen: SeenRequest[] = [];
   const aborted: string[] = [];
   const chunkDelay = opts.chunkDelayMs ?? 0;
@@ -43,7 +55,12 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
       res.end(JSON.stringify(value));
     };
     if (req.method === 'GET' && path === '/v1/models') {
-      return json(200, { object: 'list', data: ['fake-model', 'embed-model', 'stall', 'break', 'fail500', 'fail400'].map((id) => ({ id, object: 'model', created: 1, owned_by: 'test' })) });
+      return json(200, { object: 'list', data: ['fake-model', 'embed-model', 'embed-floats', 'stall', 'break', 'fail500', 'fail400'].map((id) => ({ id, object: 'model', created: 1, owned_by: 'test' })) });
+    }
+    if (opts.lacks?.includes(path)) {
+      res.writeHead(404, { 'Content-Type': 'text/plain' });
+      res.end('404 page not found');
+      return;
     }
     const model = body?.model;
     if (model === 'stall') {
@@ -56,11 +73,12 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
       const inputs = Array.isArray(body.input) ? body.input : [body.input];
       const vector = [0.1, 0.2, 0.3];
       // Like OpenAI, honour encoding_format (the official client asks for base64 float32).
-      const embedding = body.encoding_format === 'base64' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
+      const embedding = body.encoding_format === 'base64' && model !== 'embed-floats' ? Buffer.from(new Float32Array(vector).buffer).toString('base64') : vector;
       return json(200, { object: 'list', model, data: inputs.map((_: unknown, index: number) => ({ object: 'embedding', index, embedding })), usage: { prompt_tokens: 3, total_tokens: 3 } });
     }
     if (req.method === 'POST' && path === '/v1/chat/completions') {
-      const last = body.messages?.[body.messages.length - 1]?.content ?? '';
+      const content = body.messages?.[body.messages.length - 1]?.content ?? '';
+      const last = typeof content === 'string' ? content : '[structured content]';
       if (!body.stream) {
         return json(200, {
           id: 'chatcmpl-1',
@@ -95,6 +113,81 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
       sentLast.at = Date.now();
       res.end('data: [DONE]\n\n');
       return;
+    }
+    // Streams with spacing between events; stops early (recording an abort) if svc hangs up.
+    const streamEvents = async (events: string[]) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+      res.flushHeaders();
+      let closed = false;
+      res.on('close', () => {
+        if (!res.writableFinished) {
+          closed = true;
+          aborted.push(path);
+        }
+      });
+      for (let i = 0; i < events.length && !closed; i++) {
+        res.write(events[i]);
+        if (model === 'break' && i === 2) {
+          res.socket?.destroy();
+          return;
+        }
+        if (chunkDelay && i < events.length - 1) await new Promise((r) => setTimeout(r, chunkDelay));
+      }
+      if (closed) return;
+      sentLast.at = Date.now();
+      res.end();
+    };
+    if (req.method === 'POST' && path === '/v1/completions') {
+      const prompt = Array.isArray(body.prompt) ? body.prompt.join(' ') : String(body.prompt ?? '');
+      const completion = (text: string, finish: string | null) => ({ id: 'cmpl-1', object: 'text_completion', created: 1, model, choices: [{ index: 0, text, logprobs: null, finish_reason: finish }] });
+      if (!body.stream) return json(200, { ...completion(`echo: ${prompt}`, 'stop'), usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } });
+      const parts = Array.from({ length: chunkCount }, (_, i) => `data: ${JSON.stringify(completion(`part${i} `, null))}\n\n`);
+      return streamEvents([...parts, `data: ${JSON.stringify(completion('', 'stop'))}\n\ndata: [DONE]\n\n`]);
+    }
+    if (req.method === 'POST' && path === '/v1/responses') {
+      const text = `echo: ${lastInputText(body.input)}`;
+      const usage = { input_tokens: 1, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 3 };
+      const message = (content: string, status: string) => ({
+        id: 'msg_1',
+        type: 'message',
+        status,
+        role: 'assistant',
+        content: status === 'completed' ? [{ type: 'output_text', text: content, annotations: [], logprobs: [] }] : [],
+      });
+      const response = (status: string, output: unknown[]) => ({
+        id: 'resp_1',
+        object: 'response',
+        created_at: 1,
+        status,
+        model,
+        output,
+        error: null,
+        incomplete_details: null,
+        instructions: null,
+        parallel_tool_calls: true,
+        tool_choice: 'auto',
+        tools: [],
+        temperature: 1,
+        top_p: 1,
+        usage: status === 'completed' ? usage : null,
+        echo_fields: Object.keys(body).sort(),
+      });
+      if (!body.stream) return json(200, response('completed', [message(text, 'completed')]));
+      const deltas = Array.from({ length: chunkCount }, (_, i) => `part${i} `);
+      const full = deltas.join('');
+      const at = { item_id: 'msg_1', output_index: 0, content_index: 0 };
+      const typed = [
+        { type: 'response.created', response: response('in_progress', []) },
+        { type: 'response.in_progress', response: response('in_progress', []) },
+        { type: 'response.output_item.added', output_index: 0, item: message('', 'in_progress') },
+        { type: 'response.content_part.added', ...at, part: { type: 'output_text', text: '', annotations: [] } },
+        ...deltas.map((delta) => ({ type: 'response.output_text.delta', ...at, delta, logprobs: [] })),
+        { type: 'response.output_text.done', ...at, text: full, logprobs: [] },
+        { type: 'response.content_part.done', ...at, part: { type: 'output_text', text: full, annotations: [] } },
+        { type: 'response.output_item.done', output_index: 0, item: message(full, 'completed') },
+        { type: 'response.completed', response: response('completed', [message(full, 'completed')]) },
+      ];
+      return streamEvents(typed.map((e, sequence_number) => `event: ${e.type}\ndata: ${JSON.stringify({ ...e, sequence_number })}\n\n`));
     }
     json(404, { error: { message: 'no such route', type: 'invalid_request_error' } });
   });
