@@ -9,7 +9,30 @@ import { toolAllowed } from './tools.js';
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
 
 /** Request headers an MCP client sends that the server must see; nothing else of the app's goes up. */
-const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id'];
+const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'mcp-method', 'mcp-name'];
+
+/** An `Mcp-Name` header value as sent: plain, or RFC 2047-style `=?base64?...?=` for what HTTP cannot carry. */
+function decodeMcpName(value: string): string {
+  const m = /^=\?base64\?([A-Za-z0-9+/=]*)\?=$/i.exec(value);
+  return m ? Buffer.from(m[1], 'base64').toString('utf8') : value;
+}
+
+/**
+ * MCP 2026-07-28 mirrors the body's method (and a tool's name) into `Mcp-Method` and `Mcp-Name`
+ * headers, which servers and gateways may route on. Where svc checked the body, the headers must
+ * say the same, or the upstream could be told another story than the one svc allowed.
+ */
+function headersDisagree(ctx: AppContext, messages: JsonRpc[]): string | null {
+  const method = ctx.get('mcp-method');
+  const name = ctx.get('mcp-name');
+  if (!method && !name) return null;
+  if (messages.length !== 1) return 'Mcp-Method and Mcp-Name go with a single JSON-RPC message, not a batch.';
+  const [m] = messages;
+  if (method && method !== m?.method) return 'The Mcp-Method header does not match the method of the body.';
+  // svc's allow-list is about tools, so the tool name is what must agree
+  if (name && m?.method === 'tools/call' && decodeMcpName(name) !== m.params?.name) return 'The Mcp-Name header does not match the tool named in the body.';
+  return null;
+}
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control', 'allow'];
 
 type JsonRpc = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown }; result?: { tools?: { name?: unknown }[] } };
@@ -72,6 +95,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       throw new AppError(400, 'invalid_request_error', 'invalid_body', 'The MCP request body is not valid JSON.');
     }
     const messages = Array.isArray(parsed) ? parsed : [parsed];
+    const disagreement = headersDisagree(ctx, messages);
+    if (disagreement) throw new AppError(400, 'invalid_request_error', 'header_mismatch', disagreement);
     const refused = messages.filter((m) => m?.method === 'tools/call' && !(typeof m.params?.name === 'string' && toolAllowed(instance, m.params.name)));
     if (refused.length > 0) {
       // Refused before anything goes upstream, answered the way an MCP server answers an unknown tool.
