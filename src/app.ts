@@ -28,7 +28,7 @@ import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
 import { sweepOAuthState } from './oauth/adapter.js';
 import { OAuthClientsService } from './oauth/clients.js';
 import { loadSigningKeys } from './oauth/keys.js';
-import { type AuthorizationServer, createAuthorizationServer, OAUTH_PREFIX } from './oauth/provider.js';
+import { type AuthorizationServer, lazyAuthorizationServer, OAUTH_PREFIX } from './oauth/provider.js';
 import { oauthClientRoutes } from './oauth/routes.js';
 import { buildOpenApi } from './openapi/document.js';
 import { swaggerUi } from './openapi/swagger.js';
@@ -101,7 +101,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       deps.clock,
       metadataUrl,
     );
-    authorizationServer = await createAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier });
+    authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier });
   }
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const bearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.store, deps.clock, metadataUrl));

@@ -45,6 +45,40 @@ export interface AuthorizationServer {
   mountInteractions(router: Router<AppState>): void;
 }
 
+type AuthorizationServerOptions = Parameters<typeof createAuthorizationServer>[1];
+/** the built server also hands out its interaction handler, for the lazy one to call */
+type BuiltAuthorizationServer = AuthorizationServer & { interaction: Middleware<AppState> };
+
+const INTERACTION_PATH = `${OAUTH_PREFIX}/interaction/`;
+const isAuthorizationServerPath = (path: string) =>
+  path === OAUTH_PREFIX || path.startsWith(`${OAUTH_PREFIX}/`) || path === AS_METADATA_PATH || path === `${AS_METADATA_PATH}/`;
+
+/**
+ * The embedded authorization server, built on its first request. oidc-provider is a large share of
+ * the daemon's memory (issue 13), and a daemon whose apps hold valid tokens may go a long time
+ * without an OAuth request: Bearer checks need only the public keys, which are loaded apart.
+ */
+export function lazyAuthorizationServer(deps: AppDeps, opts: AuthorizationServerOptions): AuthorizationServer {
+  let built: Promise<BuiltAuthorizationServer> | null = null;
+  const server = () =>
+    (built ??= createAuthorizationServer(deps, opts).catch((err: unknown) => {
+      built = null;
+      throw err;
+    }));
+  return {
+    issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`,
+    middleware: async function authorizationServer(ctx, next) {
+      if (!isAuthorizationServerPath(ctx.path) || ctx.path.startsWith(INTERACTION_PATH)) return next();
+      return (await server()).middleware(ctx, next);
+    },
+    mountInteractions(router) {
+      router.get(`${INTERACTION_PATH}:uid`, async function resolveInteraction(ctx, next) {
+        return (await server()).interaction(ctx, next);
+      });
+    },
+  };
+}
+
 /**
  * The embedded authorization server (CONTRACT §7): oidc-provider at `<base>/oauth`, issuing
  * RFC 9068 JWT access tokens for the audience `<base>` and nothing but approved access-request
@@ -61,7 +95,7 @@ export async function createAuthorizationServer(
     cookieKeys: string[];
     verifier: BearerVerifier;
   },
-): Promise<AuthorizationServer> {
+): Promise<BuiltAuthorizationServer> {
   const { Provider, interactionPolicy, errors } = await loadOidcProvider(deps.logger);
   const base = deps.baseUrl();
   const issuer = `${base}${OAUTH_PREFIX}`;
@@ -287,146 +321,151 @@ export async function createAuthorizationServer(
     return /^https:/.test(clientId) ? 'metadata_document' : 'registered';
   };
 
+  const serveOAuth: Middleware<AppState> = async function authorizationServer(ctx, next) {
+    if (ctx.path === AS_METADATA_PATH || ctx.path === `${AS_METADATA_PATH}/`) {
+      // RFC 8414's location for an issuer with a path; the same document as OIDC discovery.
+      ctx.path = `${OAUTH_PREFIX}${DISCOVERY_PATH}`;
+    } else if (ctx.path !== OAUTH_PREFIX && !ctx.path.startsWith(`${OAUTH_PREFIX}/`)) {
+      return next();
+    }
+    if (ctx.path.startsWith(interactionPath)) return next();
+    if (ctx.path === `${OAUTH_PREFIX}/auth` && ctx.method === 'GET' && !ctx.query.scope) {
+      // oidc-provider grants nothing to a request that names no scope; for svc such a request
+      // (the conformance suite's, many hosts') asks for the User role.
+      ctx.querystring = `${ctx.querystring ? `${ctx.querystring}&` : ''}scope=scope_user_user`;
+    }
+    if (ctx.path === `${OAUTH_PREFIX}/auth` && typeof ctx.query.client_id === 'string') await clients.touch(ctx.query.client_id).catch(() => undefined);
+    if (ctx.path === `${OAUTH_PREFIX}/reg` && ctx.method === 'POST') {
+      // Anyone may register, so registration is rate-limited per address and capped in number.
+      try {
+        registrations.hit(ctx.ip);
+      } catch {
+        ctx.set('Retry-After', '60');
+        return oauthError(ctx, 429, 'rate_limited', 'Too many client registrations from this address; try again in a minute.');
+      }
+      if (clients.countDynamic() >= config.dynamicClientMax) {
+        return oauthError(ctx, 429, 'too_many_clients', 'svc holds as many self-registered clients as it may; ask the person to remove unused ones (svc clients list).');
+      }
+    }
+    inFlight++;
+    try {
+      return await mounted(ctx, next);
+    } finally {
+      // oidc-provider keeps its request in an AsyncLocalStorage; once one was used, Node 20
+      // tracks every promise of the process. Between OAuth requests nothing needs it, so it is
+      // switched off, and the proxies' hot path does not pay for it.
+      if (--inFlight === 0) providerStorage.disable();
+    }
+  };
+
+  const resolveInteraction: Middleware<AppState> = async function resolveInteraction(ctx) {
+    let details;
+    try {
+      details = await provider.interactionDetails(ctx.req, ctx.res);
+    } catch {
+      sendPage(ctx, 400, 'Sign-in expired', () => html`<div class="card"><h1>This sign-in has expired</h1><p>Return to the app and start again.</p></div>`);
+      return;
+    }
+    const finish = async (result: Record<string, unknown>, merge = false) => {
+      const to = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: merge });
+      ctx.status = 303;
+      ctx.redirect(to);
+      ctx.status = 303;
+    };
+    // A consent result keeps the login of the same sign-in, so the prompts are satisfied at once
+    // (even with prompt=consent, which would otherwise ask again for ever).
+    const deny = (description: string) => finish({ error: 'access_denied', error_description: description }, true);
+    if (details.prompt.name === 'login') {
+      const user = sessionUser(ctx, deps);
+      if (!user) {
+        ctx.redirect(`/ui/login?next=${encodeURIComponent(ctx.path)}`);
+        return;
+      }
+      await finish({ login: { accountId: user.id, remember: false } });
+      return;
+    }
+    if (details.prompt.name !== 'consent') return deny('unsupported interaction');
+
+    const accountId = details.session?.accountId;
+    const clientId = String(details.params.client_id);
+    const requested = String(details.params.scope ?? '').split(' ').filter(Boolean);
+    const resources = asList(details.params.resource);
+    const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access');
+    const grantRequest = async (scope: string, extra: string[] = []) => {
+      const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId });
+      if (!grant) return deny('grant not found');
+      for (const resource of resources.length ? resources : [audience]) grant.addResourceScope(resource, [...extra, scope].join(' '));
+      if (oidcScopes.length) grant.addOIDCScope(oidcScopes.join(' '));
+      return finish({ consent: { grantId: await grant.save() } }, true);
+    };
+    if (!accountId) return deny('no signed-in user');
+
+    // svc's own flow: the app names the access request the person already approved.
+    const named = requested.filter(isAccessRequestScope);
+    if (named.length > 1) return finish({ error: 'invalid_scope', error_description: 'request at most one scope_access_request:<id>' }, true);
+    if (named.length === 1) {
+      if (!requests.approvedScopesFor(clientId, accountId).includes(named[0])) return deny('that access request is not approved for this app by this user');
+      return grantRequest(named[0]);
+    }
+
+    // A standard client (an MCP host, any OAuth app): its request becomes an access request that
+    // the person decides on the review page, and the sign-in resumes here afterwards.
+    const uid = String(ctx.params.uid);
+    const pending = waiting.get(uid);
+    if (!pending) {
+      const role: AppRole = requested.includes('scope_user_power_user') ? 'scope_user_power_user' : 'scope_user_user';
+      const mcpUrls: string[] = [];
+      const suggested: string[] = [];
+      for (const resource of resources) {
+        const { target } = targetOf(resource);
+        if (target.kind !== 'mcp') continue;
+        const instance = instances.find(target.instanceId);
+        if (!instance) continue;
+        mcpUrls.push(instance.url);
+        suggested.push(instance.id);
+      }
+      const client = await (provider as OidcModel).Client.find(clientId);
+      const record = await requests.createForAuthorization({
+        clientId,
+        role,
+        mcpUrls,
+        resumeUrl: `${base}${interactionPath}${uid}`,
+        origin: {
+          interaction: uid,
+          redirect_uri: String(details.params.redirect_uri ?? ''),
+          client_kind: clientKind(clientId),
+          client_name: typeof client?.clientName === 'string' ? client.clientName.slice(0, 100) : null,
+          suggested_instance_ids: suggested,
+        },
+      });
+      remember(uid, record.id);
+      deps.logger.info({ accessRequest: record.id, client: clientId }, 'access request made at the authorization endpoint');
+      ctx.status = 303;
+      ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
+      ctx.status = 303;
+      return;
+    }
+    const record = requests.get(pending.id);
+    if (!record) return deny('the access request is gone');
+    if (record.status === 'draft') {
+      ctx.status = 303;
+      ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
+      ctx.status = 303;
+      return;
+    }
+    waiting.delete(uid);
+    if (record.status !== 'approved') return deny(`the access request was ${record.status}`);
+    if (record.user_id !== accountId) return deny('the access request was approved by another user than the one signing in');
+    const roles = appRoles.filter((r) => requested.includes(r));
+    return grantRequest(`${ACCESS_REQUEST_SCOPE_PREFIX}${record.id}`, roles);
+  };
+
   return {
     issuer,
-    middleware: async function authorizationServer(ctx, next) {
-      if (ctx.path === AS_METADATA_PATH || ctx.path === `${AS_METADATA_PATH}/`) {
-        // RFC 8414's location for an issuer with a path; the same document as OIDC discovery.
-        ctx.path = `${OAUTH_PREFIX}${DISCOVERY_PATH}`;
-      } else if (ctx.path !== OAUTH_PREFIX && !ctx.path.startsWith(`${OAUTH_PREFIX}/`)) {
-        return next();
-      }
-      if (ctx.path.startsWith(interactionPath)) return next();
-      if (ctx.path === `${OAUTH_PREFIX}/auth` && ctx.method === 'GET' && !ctx.query.scope) {
-        // oidc-provider grants nothing to a request that names no scope; for svc such a request
-        // (the conformance suite's, many hosts') asks for the User role.
-        ctx.querystring = `${ctx.querystring ? `${ctx.querystring}&` : ''}scope=scope_user_user`;
-      }
-      if (ctx.path === `${OAUTH_PREFIX}/auth` && typeof ctx.query.client_id === 'string') await clients.touch(ctx.query.client_id).catch(() => undefined);
-      if (ctx.path === `${OAUTH_PREFIX}/reg` && ctx.method === 'POST') {
-        // Anyone may register, so registration is rate-limited per address and capped in number.
-        try {
-          registrations.hit(ctx.ip);
-        } catch {
-          ctx.set('Retry-After', '60');
-          return oauthError(ctx, 429, 'rate_limited', 'Too many client registrations from this address; try again in a minute.');
-        }
-        if (clients.countDynamic() >= config.dynamicClientMax) {
-          return oauthError(ctx, 429, 'too_many_clients', 'svc holds as many self-registered clients as it may; ask the person to remove unused ones (svc clients list).');
-        }
-      }
-      inFlight++;
-      try {
-        return await mounted(ctx, next);
-      } finally {
-        // oidc-provider keeps its request in an AsyncLocalStorage; once one was used, Node 20
-        // tracks every promise of the process. Between OAuth requests nothing needs it, so it is
-        // switched off, and the proxies' hot path does not pay for it.
-        if (--inFlight === 0) providerStorage.disable();
-      }
-    },
+    middleware: serveOAuth,
+    interaction: resolveInteraction,
     mountInteractions(router) {
-      router.get(`${interactionPath}:uid`, async function resolveInteraction(ctx) {
-        let details;
-        try {
-          details = await provider.interactionDetails(ctx.req, ctx.res);
-        } catch {
-          sendPage(ctx, 400, 'Sign-in expired', () => html`<div class="card"><h1>This sign-in has expired</h1><p>Return to the app and start again.</p></div>`);
-          return;
-        }
-        const finish = async (result: Record<string, unknown>, merge = false) => {
-          const to = await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: merge });
-          ctx.status = 303;
-          ctx.redirect(to);
-          ctx.status = 303;
-        };
-        // A consent result keeps the login of the same sign-in, so the prompts are satisfied at once
-        // (even with prompt=consent, which would otherwise ask again for ever).
-        const deny = (description: string) => finish({ error: 'access_denied', error_description: description }, true);
-        if (details.prompt.name === 'login') {
-          const user = sessionUser(ctx, deps);
-          if (!user) {
-            ctx.redirect(`/ui/login?next=${encodeURIComponent(ctx.path)}`);
-            return;
-          }
-          await finish({ login: { accountId: user.id, remember: false } });
-          return;
-        }
-        if (details.prompt.name !== 'consent') return deny('unsupported interaction');
-
-        const accountId = details.session?.accountId;
-        const clientId = String(details.params.client_id);
-        const requested = String(details.params.scope ?? '').split(' ').filter(Boolean);
-        const resources = asList(details.params.resource);
-        const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access');
-        const grantRequest = async (scope: string, extra: string[] = []) => {
-          const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId });
-          if (!grant) return deny('grant not found');
-          for (const resource of resources.length ? resources : [audience]) grant.addResourceScope(resource, [...extra, scope].join(' '));
-          if (oidcScopes.length) grant.addOIDCScope(oidcScopes.join(' '));
-          return finish({ consent: { grantId: await grant.save() } }, true);
-        };
-        if (!accountId) return deny('no signed-in user');
-
-        // svc's own flow: the app names the access request the person already approved.
-        const named = requested.filter(isAccessRequestScope);
-        if (named.length > 1) return finish({ error: 'invalid_scope', error_description: 'request at most one scope_access_request:<id>' }, true);
-        if (named.length === 1) {
-          if (!requests.approvedScopesFor(clientId, accountId).includes(named[0])) return deny('that access request is not approved for this app by this user');
-          return grantRequest(named[0]);
-        }
-
-        // A standard client (an MCP host, any OAuth app): its request becomes an access request that
-        // the person decides on the review page, and the sign-in resumes here afterwards.
-        const uid = String(ctx.params.uid);
-        const pending = waiting.get(uid);
-        if (!pending) {
-          const role: AppRole = requested.includes('scope_user_power_user') ? 'scope_user_power_user' : 'scope_user_user';
-          const mcpUrls: string[] = [];
-          const suggested: string[] = [];
-          for (const resource of resources) {
-            const { target } = targetOf(resource);
-            if (target.kind !== 'mcp') continue;
-            const instance = instances.find(target.instanceId);
-            if (!instance) continue;
-            mcpUrls.push(instance.url);
-            suggested.push(instance.id);
-          }
-          const client = await (provider as OidcModel).Client.find(clientId);
-          const record = await requests.createForAuthorization({
-            clientId,
-            role,
-            mcpUrls,
-            resumeUrl: `${base}${interactionPath}${uid}`,
-            origin: {
-              interaction: uid,
-              redirect_uri: String(details.params.redirect_uri ?? ''),
-              client_kind: clientKind(clientId),
-              client_name: typeof client?.clientName === 'string' ? client.clientName.slice(0, 100) : null,
-              suggested_instance_ids: suggested,
-            },
-          });
-          remember(uid, record.id);
-          deps.logger.info({ accessRequest: record.id, client: clientId }, 'access request made at the authorization endpoint');
-          ctx.status = 303;
-          ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
-          ctx.status = 303;
-          return;
-        }
-        const record = requests.get(pending.id);
-        if (!record) return deny('the access request is gone');
-        if (record.status === 'draft') {
-          ctx.status = 303;
-          ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
-          ctx.status = 303;
-          return;
-        }
-        waiting.delete(uid);
-        if (record.status !== 'approved') return deny(`the access request was ${record.status}`);
-        if (record.user_id !== accountId) return deny('the access request was approved by another user than the one signing in');
-        const roles = appRoles.filter((r) => requested.includes(r));
-        return grantRequest(`${ACCESS_REQUEST_SCOPE_PREFIX}${record.id}`, roles);
-      });
+      router.get(`${interactionPath}:uid`, resolveInteraction);
     },
   };
 }
