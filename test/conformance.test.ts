@@ -110,6 +110,7 @@ describe('MCP conformance suite: authorization server scenarios against <base>/o
     expect(r.checks.map((c) => [c.id, c.status])).toEqual(
       expect.arrayContaining([
         ['authorization-server-metadata', 'SUCCESS'],
+        ['authorization-server-metadata-cimd', 'SUCCESS'],
         ['authorization-code-grant', 'SUCCESS'],
       ]),
     );

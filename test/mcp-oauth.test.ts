@@ -17,7 +17,7 @@ import path from 'node:path';
 import { mkdir, rm } from 'node:fs/promises';
 import { type OAuthClientProvider, UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -367,8 +367,8 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
         );
         await client.close().catch(() => undefined);
         expect(err, 'connecting to an instance outside the grant must fail').toBeTruthy();
-        expect(String((err as Error).message)).toMatch(/404|not found/i);
-        expect(err).not.toBeInstanceOf(UnauthorizedError);
+        expect(err, String(err)).toBeInstanceOf(StreamableHTTPError);
+        expect((err as StreamableHTTPError).code, String(err)).toBe(404);
         const token = flow.provider.tokens()!.access_token;
         const res = await fetch(url, {
           method: 'POST',

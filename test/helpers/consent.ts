@@ -87,10 +87,12 @@ export async function consentInBrowser(browser: Browser, svcOrigin: string, url:
     });
     for (let step = 0; step < 12; step++) {
       if (Date.now() > deadline) throw new Error('consent walk timed out');
-      const here = new URL(page.url());
-      if (left(here)) return { finalUrl: here.href, reviewText, requestId, trail };
-      await page.waitForLoadState('domcontentloaded', { timeout: Math.max(1, deadline - Date.now()) });
+      if (left(new URL(page.url()))) return { finalUrl: page.url(), reviewText, requestId, trail };
+      // A page may move on by itself (the decision's done page does): settle, then look again.
+      await page.waitForLoadState('domcontentloaded', { timeout: Math.max(1, deadline - Date.now()) }).catch(() => undefined);
       const before = page.url();
+      const here = new URL(before);
+      if (left(here)) return { finalUrl: here.href, reviewText, requestId, trail };
       const waitAway = () =>
         page.waitForURL((u) => u.href !== before, { timeout: Math.max(1, deadline - Date.now()), waitUntil: 'commit' }).catch(async (err) => {
           if (page.isClosed()) throw new Error(`the page closed itself after ${decided ? 'the decision' : 'an action'} (trail: ${trail.join(' -> ')})`);
