@@ -161,7 +161,9 @@ export async function createAuthorizationServer(
         const user = deps.store.read((db) => db.users.find((u) => u.id === sub));
         return user ? { accountId: user.id, claims: async () => ({ sub: user.id }) } : undefined;
       },
-      scopes: ['openid', 'offline_access'],
+      // The roles are known scopes too: MCP hosts (the MCP SDK) put the scope they were told
+      // (WWW-Authenticate, scopes_supported) in their registration, which is refused otherwise.
+      scopes: ['openid', 'offline_access', ...appRoles],
       pkce: { required: () => true },
       features: {
         devInteractions: { enabled: false },
@@ -390,7 +392,8 @@ export async function createAuthorizationServer(
     const clientId = String(details.params.client_id);
     const requested = String(details.params.scope ?? '').split(' ').filter(Boolean);
     const resources = asList(details.params.resource);
-    const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access');
+    // Known scopes the grant must cover, or the consent prompt comes back for ever.
+    const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access' || (appRoles as readonly string[]).includes(s));
     const grantRequest = async (scope: string, extra: string[] = []) => {
       const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId });
       if (!grant) return deny('grant not found');

@@ -91,6 +91,10 @@ export async function authorize(
         jar.set(pair.slice(0, at), pair.slice(at + 1));
       }
       location = posted.headers.get('location');
+      if (!location && posted.status === 200) {
+        // mid-authorization the login answers with a page that moves on by script (see src/ui/login.ts)
+        location = /href="([^"]*)" id="continue"/.exec(await posted.text())?.[1]?.replace(/&amp;/g, '&') ?? null;
+      }
     }
     if (!location) return { error: `stopped at ${res.status}`, description: (await res.text()).slice(0, 300), status: res.status };
     url = new URL(location, url).href;
