@@ -40,7 +40,9 @@ export function reviewView(service: AccessRequestsService, record: AccessRequest
     app_client_id: record.app_client_id,
     ...(app?.name ? { app_name: app.name } : {}),
     ...(app?.description ? { app_description: app.description } : {}),
+    app_registered: app !== undefined,
     flow_type: record.flow_type,
+    ...(record.redirect_url ? { redirect_url: record.redirect_url } : {}),
     status: record.status,
     requested_role: record.requested_role,
     requested: record.requested,
@@ -114,21 +116,26 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       errors: [400, 401],
       handler(ctx, { query }) {
         return {
-          data: service.list(ctx.state.user!, query.status).map((r) => ({
-            id: r.id,
-            app_client_id: r.app_client_id,
-            ...(service.appInfoFor(r)?.name ? { app_name: service.appInfoFor(r)!.name } : {}),
-            flow_type: r.flow_type,
-            status: r.status,
-            requested_role: r.requested_role,
-            approved_role: r.approved_role,
-            requested: r.requested,
-            approved: r.approved,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-            decided_at: r.decided_at,
-            user: usernameOf(r.user_id),
-          })),
+          data: service.list(ctx.state.user!, query.status).map((r) => {
+            const app = service.appInfoFor(r);
+            return {
+              id: r.id,
+              app_client_id: r.app_client_id,
+              ...(app?.name ? { app_name: app.name } : {}),
+              app_registered: app !== undefined,
+              flow_type: r.flow_type,
+              ...(r.redirect_url ? { redirect_url: r.redirect_url } : {}),
+              status: r.status,
+              requested_role: r.requested_role,
+              approved_role: r.approved_role,
+              requested: r.requested,
+              approved: r.approved,
+              created_at: r.created_at,
+              expires_at: r.expires_at,
+              decided_at: r.decided_at,
+              user: usernameOf(r.user_id),
+            };
+          }),
         };
       },
     }),
