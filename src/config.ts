@@ -12,6 +12,8 @@ export interface Config {
   rateLimitClient: number;
   /** Requests a minute per remote address on unauthenticated endpoints; 0 turns it off. */
   rateLimitAddress: number;
+  /** Polls a minute per (remote address, access request id); 0 turns it off. */
+  rateLimitPoll: number;
   keychain: KeyBackendPreference;
   logLevel: string;
   /** Largest JSON body accepted, in bytes. */
@@ -33,6 +35,7 @@ export interface ConfigFlags {
   baseUrl?: string;
   rateLimitClient?: string | number;
   rateLimitAddress?: string | number;
+  rateLimitPoll?: string | number;
   keychain?: string;
   logLevel?: string;
   issuer?: string;
@@ -106,6 +109,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     baseUrl: rawBase === undefined ? null : baseUrl(String(rawBase)),
     rateLimitClient: integer(pick(flags.rateLimitClient, 'SVC_RATE_LIMIT_CLIENT') ?? 60, 'rate-limit-client', 0, 1_000_000),
     rateLimitAddress: integer(pick(flags.rateLimitAddress, 'SVC_RATE_LIMIT_ADDRESS') ?? 600, 'rate-limit-address', 0, 1_000_000),
+    rateLimitPoll: integer(pick(flags.rateLimitPoll, 'SVC_RATE_LIMIT_POLL') ?? 120, 'rate-limit-poll', 0, 1_000_000),
     keychain: keychain as KeyBackendPreference,
     logLevel: String(pick(flags.logLevel, 'SVC_LOG_LEVEL') ?? 'info'),
     bodyLimit: 1024 * 1024,

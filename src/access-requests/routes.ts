@@ -33,6 +33,30 @@ function unauthenticatedLimit(deps: AppDeps, clientIdOf: (ctx: Parameters<Middle
   };
 }
 
+/**
+ * Polls: every local app shares 127.0.0.1, so a per-address cap would let one app's polls starve
+ * every other's, and a client id is public, so a per-client cap could be spent by anyone. A poll
+ * is limited per (address, request id) instead, which only the app that made the request can
+ * spend. Polls that find nothing (guessed or stale ids) count against the per-address limit, so
+ * guessing stays bounded without touching the budget of good polls.
+ */
+function pollLimit(deps: AppDeps): Middleware<AppState> {
+  const perRequest = new RateLimiter(deps.config.rateLimitPoll, MINUTE, deps.clock);
+  const missesPerAddress = new RateLimiter(deps.config.rateLimitAddress, MINUTE, deps.clock);
+  return async function rateLimitPoll(ctx, next) {
+    const key = `${ctx.ip} ${String(ctx.params.id ?? '').slice(0, 100)}`;
+    perRequest.check(key);
+    try {
+      await next();
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) missesPerAddress.hit(ctx.ip);
+      throw err;
+    }
+    // counted only for requests that exist, so the table holds no more keys than real requests
+    perRequest.hit(key);
+  };
+}
+
 export function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
   const app = service.appInfoFor(record);
   return {
@@ -89,7 +113,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       summary: "The app polls its request; another client's id gets 404",
       tags: ['apps'],
       auth: 'none',
-      before: [unauthenticatedLimit(deps, (ctx) => ctx.query.app_client_id)],
+      before: [pollLimit(deps)],
       params: accessRequestId,
       query: pollQuery,
       responses: { 200: { description: 'Status; approved_role and access_request_scope only when approved', schema: pollResponse } },

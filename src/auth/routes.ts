@@ -2,7 +2,7 @@ import { forbidden } from '../errors.js';
 import type { Middleware } from 'koa';
 import type { AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
-import type { LoginService } from './login.js';
+import { LOCAL_LOGIN_HEADER, type LoginService } from './login.js';
 import { atLeast } from './roles.js';
 import { createUserBody, loginBody, setPasswordBody, setRoleBody, userList, usernameParams, userResponse } from './schemas.js';
 import { endSession, startSession } from './sessions.js';
@@ -22,7 +22,7 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       responses: { 200: { description: 'Logged in', schema: userResponse } },
       errors: [400, 401, 403, 429],
       async handler(ctx, { body }) {
-        const user = await login.authenticate(body.username, body.password, ctx.ip);
+        const user = await login.authenticate(body.username, body.password, ctx.ip, { localCli: login.isLocalCli(ctx.get(LOCAL_LOGIN_HEADER) || undefined) });
         await startSession(ctx, user);
         deps.logger.info({ user: user.id }, 'login');
         return { user: toPublicUser(user) };

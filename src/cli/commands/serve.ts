@@ -21,6 +21,7 @@ export function registerServe(program: Command, o: Output): void {
     .option('--base-url <url>', 'public base URL used in review links (env SVC_BASE_URL)')
     .option('--rate-limit-client <n>', 'unauthenticated requests a minute per app_client_id, 0 = off (env SVC_RATE_LIMIT_CLIENT)')
     .option('--rate-limit-address <n>', 'unauthenticated requests a minute per address, 0 = off (env SVC_RATE_LIMIT_ADDRESS)')
+    .option('--rate-limit-poll <n>', 'access-request polls a minute per address and request id, 0 = off (env SVC_RATE_LIMIT_POLL)')
     .option('--keychain <where>', 'where the master key lives for a new store: auto, keychain or file (env SVC_KEYCHAIN)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (env SVC_LOG_LEVEL)')
     .option('--issuer <url>', 'trust this external OAuth issuer instead of the embedded one (env SVC_ISSUER)')
