@@ -72,7 +72,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const mcpTools = new McpToolsService(deps.store, instances, deps.clock, deps.config.mcpTimeoutMs);
   const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.store, deps.clock);
-  const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger);
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger, { quotaBytes: deps.config.downloadQuotaBytes, allowNetworks: deps.config.downloadAllowNetworks });
 
   const metadataUrl = () => `${deps.baseUrl()}${PROTECTED_RESOURCE_PATH}`;
   const { config } = deps;

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { KeyBackendPreference } from './store/master-key.js';
@@ -26,6 +27,10 @@ export interface Config {
   allowJwtTyp: boolean;
   /** How long an MCP server may take to answer (tool calls, the proxy's POSTs), in ms. */
   mcpTimeoutMs: number;
+  /** Disk each user's model downloads may take, in bytes; 0 is no limit. */
+  downloadQuotaBytes: number;
+  /** Non-public networks (CIDR) that downloads started by app tokens may still reach, e.g. a LAN mirror. */
+  downloadAllowNetworks: string[];
 }
 
 export interface ConfigFlags {
@@ -41,6 +46,8 @@ export interface ConfigFlags {
   issuer?: string;
   audience?: string;
   allowJwtTyp?: boolean;
+  downloadQuota?: string;
+  downloadAllowNetworks?: string;
 }
 
 export class ConfigError extends Error {
@@ -92,6 +99,27 @@ function absoluteUrl(value: string, name: string): string {
   throw new ConfigError(`${name} must be an absolute http(s) URL, not "${value}".`);
 }
 
+const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, k: 2 ** 10, kb: 2 ** 10, kib: 2 ** 10, m: 2 ** 20, mb: 2 ** 20, mib: 2 ** 20, g: 2 ** 30, gb: 2 ** 30, gib: 2 ** 30, t: 2 ** 40, tb: 2 ** 40, tib: 2 ** 40 };
+
+/** `50GiB`, `500M`, `1.5T`, `0`: units are powers of 1024 whichever way they are spelt. */
+export function parseSize(value: string, name: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const unit = m ? SIZE_UNITS[m[2].toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new ConfigError(`${name} must be a size such as 50GiB, 500MiB or 0, not "${value}".`);
+  return Math.floor(Number(m[1]) * unit);
+}
+
+function networks(value: string, name: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const item of list) {
+    const [net, bits] = item.split('/');
+    const family = isIP(net);
+    const max = family === 4 ? 32 : 128;
+    if (!family || (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= max))) throw new ConfigError(`${name} takes IP addresses or CIDR networks separated by commas, not "${item}".`);
+  }
+  return list;
+}
+
 /** Flags > environment > defaults (CONTRACT §2). */
 export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
@@ -117,6 +145,8 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     audience: audience === undefined ? null : String(audience),
     allowJwtTyp: Boolean(flags.allowJwtTyp) || env.SVC_ALLOW_JWT_TYP === '1' || env.SVC_ALLOW_JWT_TYP === 'true',
     mcpTimeoutMs: integer(env.SVC_MCP_TIMEOUT_MS ?? 30_000, 'SVC_MCP_TIMEOUT_MS', 100, 3_600_000),
+    downloadQuotaBytes: parseSize(String(pick(flags.downloadQuota, 'SVC_DOWNLOAD_QUOTA') ?? '50GiB'), 'download-quota'),
+    downloadAllowNetworks: networks(String(pick(flags.downloadAllowNetworks, 'SVC_DOWNLOAD_ALLOW_NETWORKS') ?? ''), 'download-allow-networks'),
   };
 }
 

@@ -22,6 +22,8 @@ export function registerServe(program: Command, o: Output): void {
     .option('--rate-limit-client <n>', 'unauthenticated requests a minute per app_client_id, 0 = off (env SVC_RATE_LIMIT_CLIENT)')
     .option('--rate-limit-address <n>', 'unauthenticated requests a minute per address, 0 = off (env SVC_RATE_LIMIT_ADDRESS)')
     .option('--rate-limit-poll <n>', 'access-request polls a minute per address and request id, 0 = off (env SVC_RATE_LIMIT_POLL)')
+    .option('--download-quota <size>', "disk each user's model downloads may take, e.g. 50GiB; 0 = no limit (env SVC_DOWNLOAD_QUOTA)")
+    .option('--download-allow-networks <cidrs>', 'private networks that downloads started by apps may still reach, comma-separated (env SVC_DOWNLOAD_ALLOW_NETWORKS)')
     .option('--keychain <where>', 'where the master key lives for a new store: auto, keychain or file (env SVC_KEYCHAIN)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (env SVC_LOG_LEVEL)')
     .option('--issuer <url>', 'trust this external OAuth issuer instead of the embedded one (env SVC_ISSUER)')
