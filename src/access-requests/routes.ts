@@ -111,6 +111,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       path: '/svc/v1/apps/access-requests/{id}',
       operationId: 'pollAccessRequest',
       summary: "The app polls its request; another client's id gets 404",
+      description: 'Rate-limited per (address, request id) (--rate-limit-poll, 120 a minute); polls that find no request also count per address (--rate-limit-address).',
       tags: ['apps'],
       auth: 'none',
       before: [pollLimit(deps)],

@@ -15,6 +15,8 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       path: '/svc/v1/auth/login',
       operationId: 'login',
       summary: 'Log in with a local account; sets the session cookie',
+      description:
+        'Failures back off per (username, address): after 5, each one blocks that pair for a delay that doubles (1 s up to 15 min), answered 429 with Retry-After. The svc CLI on the daemon\'s machine also sends X-Svc-Local-Login (derived from the master key), and its logins count apart, so guesses from other local processes never lock it out.',
       tags: ['auth'],
       auth: 'none',
       before: [sameOrigin],

@@ -232,7 +232,8 @@ export class ModelDownloads {
     for (const p of this.store.read((db) => pullsOf(db))) if (p.user_id === userId && p.id !== excludeId && p.filename !== filename) latest.set(p.filename, p);
     let total = 0;
     for (const p of latest.values()) {
-      if (this.running.has(p.id)) {
+      // running, unless it has just been marked done or failed (then the disk is the truth)
+      if (this.running.has(p.id) && p.status !== 'done' && p.status !== 'failed') {
         total += this.live.get(p.id) ?? p.bytes_done;
         continue;
       }
