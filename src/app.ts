@@ -7,6 +7,7 @@ import { accessRequestRoutes } from './access-requests/routes.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
+import { LOCAL_LOGIN_LABEL } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
 import { requireSession, sessionMiddleware } from './auth/sessions.js';
@@ -63,7 +64,7 @@ export interface App {
 export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.store, deps.clock);
-  const login = new LoginService(users, deps.clock);
+  const login = new LoginService(users, deps.clock, deps.box.derive(LOCAL_LOGIN_LABEL));
   const instances = new McpInstancesService(deps.store, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.store, deps.box, deps.clock);
   const appInfo: AppInfoLookup = (clientId) => {
@@ -77,7 +78,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const mcpTools = new McpToolsService(deps.store, instances, deps.clock, deps.config.mcpTimeoutMs);
   const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.store, deps.clock);
-  const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger);
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger, { quotaBytes: deps.config.downloadQuotaBytes, allowNetworks: deps.config.downloadAllowNetworks });
 
   const { config } = deps;
   // An external issuer's tokens carry its one audience, so only the embedded issuer points hosts

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { KeyBackendPreference } from './store/master-key.js';
@@ -12,6 +13,8 @@ export interface Config {
   rateLimitClient: number;
   /** Requests a minute per remote address on unauthenticated endpoints; 0 turns it off. */
   rateLimitAddress: number;
+  /** Polls a minute per (remote address, access request id); 0 turns it off. */
+  rateLimitPoll: number;
   keychain: KeyBackendPreference;
   logLevel: string;
   /** Largest JSON body accepted, in bytes. */
@@ -39,6 +42,10 @@ export interface Config {
   /** Undecided drafts per app_client_id, and in all (429 beyond). */
   maxDraftsPerClient: number;
   maxDrafts: number;
+  /** Disk each user's model downloads may take, in bytes; 0 is no limit. */
+  downloadQuotaBytes: number;
+  /** Non-public networks (CIDR) that downloads started by app tokens may still reach, e.g. a LAN mirror. */
+  downloadAllowNetworks: string[];
 }
 
 export interface ConfigFlags {
@@ -48,6 +55,7 @@ export interface ConfigFlags {
   baseUrl?: string;
   rateLimitClient?: string | number;
   rateLimitAddress?: string | number;
+  rateLimitPoll?: string | number;
   keychain?: string;
   logLevel?: string;
   issuer?: string;
@@ -61,6 +69,8 @@ export interface ConfigFlags {
   revokedRetentionDays?: string | number;
   maxDraftsPerClient?: string | number;
   maxDrafts?: string | number;
+  downloadQuota?: string;
+  downloadAllowNetworks?: string;
 }
 
 export class ConfigError extends Error {
@@ -112,6 +122,27 @@ function absoluteUrl(value: string, name: string): string {
   throw new ConfigError(`${name} must be an absolute http(s) URL, not "${value}".`);
 }
 
+const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, k: 2 ** 10, kb: 2 ** 10, kib: 2 ** 10, m: 2 ** 20, mb: 2 ** 20, mib: 2 ** 20, g: 2 ** 30, gb: 2 ** 30, gib: 2 ** 30, t: 2 ** 40, tb: 2 ** 40, tib: 2 ** 40 };
+
+/** `50GiB`, `500M`, `1.5T`, `0`: units are powers of 1024 whichever way they are spelt. */
+export function parseSize(value: string, name: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(value);
+  const unit = m ? SIZE_UNITS[m[2].toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new ConfigError(`${name} must be a size such as 50GiB, 500MiB or 0, not "${value}".`);
+  return Math.floor(Number(m[1]) * unit);
+}
+
+function networks(value: string, name: string): string[] {
+  const list = value.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const item of list) {
+    const [net, bits] = item.split('/');
+    const family = isIP(net);
+    const max = family === 4 ? 32 : 128;
+    if (!family || (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= max))) throw new ConfigError(`${name} takes IP addresses or CIDR networks separated by commas, not "${item}".`);
+  }
+  return list;
+}
+
 /** Flags > environment > defaults (CONTRACT §2). */
 export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
@@ -129,6 +160,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     baseUrl: rawBase === undefined ? null : baseUrl(String(rawBase)),
     rateLimitClient: integer(pick(flags.rateLimitClient, 'SVC_RATE_LIMIT_CLIENT') ?? 60, 'rate-limit-client', 0, 1_000_000),
     rateLimitAddress: integer(pick(flags.rateLimitAddress, 'SVC_RATE_LIMIT_ADDRESS') ?? 600, 'rate-limit-address', 0, 1_000_000),
+    rateLimitPoll: integer(pick(flags.rateLimitPoll, 'SVC_RATE_LIMIT_POLL') ?? 120, 'rate-limit-poll', 0, 1_000_000),
     keychain: keychain as KeyBackendPreference,
     logLevel: String(pick(flags.logLevel, 'SVC_LOG_LEVEL') ?? 'info'),
     bodyLimit: 1024 * 1024,
@@ -144,6 +176,8 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     revokedRetentionDays: integer(pick(flags.revokedRetentionDays, 'SVC_REVOKED_RETENTION_DAYS') ?? 30, 'revoked-retention-days', 0, 36_500),
     maxDraftsPerClient: integer(pick(flags.maxDraftsPerClient, 'SVC_MAX_DRAFTS_PER_CLIENT') ?? 20, 'max-drafts-per-client', 1, 1_000_000),
     maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),
+    downloadQuotaBytes: parseSize(String(pick(flags.downloadQuota, 'SVC_DOWNLOAD_QUOTA') ?? '50GiB'), 'download-quota'),
+    downloadAllowNetworks: networks(String(pick(flags.downloadAllowNetworks, 'SVC_DOWNLOAD_ALLOW_NETWORKS') ?? ''), 'download-allow-networks'),
   };
 }
 

@@ -43,6 +43,30 @@ function originOf(uri: string): string {
   }
 }
 
+/**
+ * Polls: every local app shares 127.0.0.1, so a per-address cap would let one app's polls starve
+ * every other's, and a client id is public, so a per-client cap could be spent by anyone. A poll
+ * is limited per (address, request id) instead, which only the app that made the request can
+ * spend. Polls that find nothing (guessed or stale ids) count against the per-address limit, so
+ * guessing stays bounded without touching the budget of good polls.
+ */
+function pollLimit(deps: AppDeps): Middleware<AppState> {
+  const perRequest = new RateLimiter(deps.config.rateLimitPoll, MINUTE, deps.clock);
+  const missesPerAddress = new RateLimiter(deps.config.rateLimitAddress, MINUTE, deps.clock);
+  return async function rateLimitPoll(ctx, next) {
+    const key = `${ctx.ip} ${String(ctx.params.id ?? '').slice(0, 100)}`;
+    perRequest.check(key);
+    try {
+      await next();
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) missesPerAddress.hit(ctx.ip);
+      throw err;
+    }
+    // counted only for requests that exist, so the table holds no more keys than real requests
+    perRequest.hit(key);
+  };
+}
+
 export function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
   const app = service.appInfoFor(record);
   return {
@@ -50,7 +74,9 @@ export function reviewView(service: AccessRequestsService, record: AccessRequest
     app_client_id: record.app_client_id,
     ...(app?.name || record.authorize?.client_name ? { app_name: app?.name ?? record.authorize!.client_name! } : {}),
     ...(app?.description ? { app_description: app.description } : {}),
+    app_registered: app !== undefined,
     flow_type: record.flow_type,
+    ...(record.redirect_url ? { redirect_url: record.redirect_url } : {}),
     status: record.status,
     requested_role: record.requested_role,
     requested: record.requested,
@@ -104,9 +130,10 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       path: '/svc/v1/apps/access-requests/{id}',
       operationId: 'pollAccessRequest',
       summary: "The app polls its request; another client's id gets 404",
+      description: 'Rate-limited per (address, request id) (--rate-limit-poll, 120 a minute); polls that find no request also count per address (--rate-limit-address).',
       tags: ['apps'],
       auth: 'none',
-      before: [unauthenticatedLimit(deps, (ctx) => ctx.query.app_client_id)],
+      before: [pollLimit(deps)],
       params: accessRequestId,
       query: pollQuery,
       responses: { 200: { description: 'Status; approved_role and access_request_scope only when approved', schema: pollResponse } },
@@ -133,21 +160,26 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       errors: [400, 401],
       handler(ctx, { query }) {
         return {
-          data: service.list(ctx.state.user!, query.status).map((r) => ({
-            id: r.id,
-            app_client_id: r.app_client_id,
-            ...(service.appInfoFor(r)?.name ? { app_name: service.appInfoFor(r)!.name } : {}),
-            flow_type: r.flow_type,
-            status: r.status,
-            requested_role: r.requested_role,
-            approved_role: r.approved_role,
-            requested: r.requested,
-            approved: r.approved,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-            decided_at: r.decided_at,
-            user: usernameOf(r.user_id),
-          })),
+          data: service.list(ctx.state.user!, query.status).map((r) => {
+            const app = service.appInfoFor(r);
+            return {
+              id: r.id,
+              app_client_id: r.app_client_id,
+              ...(app?.name ? { app_name: app.name } : {}),
+              app_registered: app !== undefined,
+              flow_type: r.flow_type,
+              ...(r.redirect_url ? { redirect_url: r.redirect_url } : {}),
+              status: r.status,
+              requested_role: r.requested_role,
+              approved_role: r.approved_role,
+              requested: r.requested,
+              approved: r.approved,
+              created_at: r.created_at,
+              expires_at: r.expires_at,
+              decided_at: r.decided_at,
+              user: usernameOf(r.user_id),
+            };
+          }),
         };
       },
     }),

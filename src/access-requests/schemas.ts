@@ -38,10 +38,19 @@ export const requestedEnvelope = z
   })
   .meta({ id: 'RequestedResources', description: 'Versioned resource envelope (SPEC 2.2)' });
 
+// eslint-disable-next-line no-control-regex
+const UNSAFE_IN_URL = /[\p{Cc}\p{Cf}\p{Cs}\p{Z}\s]/u;
+
 export const redirectUrl = z
   .string()
   .max(2048)
   .superRefine((value, ctx) => {
+    // The WHATWG parser silently drops tabs and newlines and trims controls; what is stored and
+    // later shown to the person must be exactly what was checked, so such URLs are refused.
+    if (UNSAFE_IN_URL.test(value)) {
+      ctx.addIssue(coded('invalid_redirect_url', 'redirect_url must not contain control, whitespace or invisible characters'));
+      return;
+    }
     let url: URL;
     try {
       url = new URL(value);
@@ -142,7 +151,9 @@ export const reviewResponse = z
     app_client_id: z.string(),
     app_name: z.string().optional(),
     app_description: z.string().optional(),
+    app_registered: z.boolean().describe('Whether app_client_id is a client in the OAuth client registry; an unregistered app is whoever says it is'),
     flow_type: z.enum(['popup', 'redirect']),
+    redirect_url: z.string().optional().describe('Redirect flow: where the person is sent after the decision'),
     status: accessRequestStatus,
     requested_role: appRole,
     requested: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string() })) }),
@@ -166,7 +177,9 @@ export const accessRequestSummary = z
     id: z.uuid(),
     app_client_id: z.string(),
     app_name: z.string().optional(),
+    app_registered: z.boolean().describe('Whether app_client_id is a client in the OAuth client registry'),
     flow_type: z.enum(['popup', 'redirect']),
+    redirect_url: z.string().optional().describe('Redirect flow: where the person is sent after the decision'),
     status: accessRequestStatus,
     requested_role: appRole,
     approved_role: appRole.nullable(),

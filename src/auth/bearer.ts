@@ -5,7 +5,7 @@ import type { AppState, Clock } from '../http/context.js';
 import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { audienceCovers, resourceTarget } from '../oauth/resources.js';
-import { appRoleAtMost, atLeast } from './roles.js';
+import { appRoleAtMost, atLeast, lowerAppRole, maxGrantableRole } from './roles.js';
 
 export const ACCESS_REQUEST_SCOPE_PREFIX = 'scope_access_request:';
 /** What an external issuer may sign with; the embedded one signs access tokens with ES256 only. */
@@ -183,7 +183,8 @@ export class BearerVerifier {
     if (!record || record.status !== 'approved' || !record.approved_role) throw this.fail('The grant behind this token is not approved (revoked, denied, expired or gone).');
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
     if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
-    const role: AppRole = appRoleAtMost(record.approved_role, 'scope_user_power_user') ? record.approved_role : 'scope_user_power_user';
+    // Never above what the approver may grant now: a demoted approver's grants shrink with them.
+    const role: AppRole = lowerAppRole(appRoleAtMost(record.approved_role, 'scope_user_power_user') ? record.approved_role : 'scope_user_power_user', maxGrantableRole(user.role));
     return { record, user, role, clientId: entry.clientId, audience: entry.audience };
   }
 }

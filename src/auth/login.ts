@@ -1,40 +1,86 @@
+import { timingSafeEqual } from 'node:crypto';
+import { rateLimited } from '../errors.js';
 import type { Clock } from '../http/context.js';
-import { RateLimiter } from '../http/rate-limit.js';
 import type { UserRecord } from '../store/schema.js';
 import { decoyHash, verifyPassword } from './password.js';
 import { invalidCredentials, type UsersService } from './users.js';
 
-const WINDOW_MS = 5 * 60 * 1000;
+export { LOCAL_LOGIN_HEADER } from '../daemon-info.js';
+
+export interface LoginLimits {
+  /** failures per (username, address) before any delay */
+  freeFailures: number;
+  /** the first delay, doubled on each further failure */
+  baseDelayMs: number;
+  /** the longest delay */
+  maxDelayMs: number;
+  /** failures are forgotten this long after the last one */
+  forgetAfterMs: number;
+}
+
+export const DEFAULT_LOGIN_LIMITS: LoginLimits = { freeFailures: 5, baseDelayMs: 1000, maxDelayMs: 15 * 60_000, forgetAfterMs: 24 * 60 * 60_000 };
+const MAX_TRACKED = 100_000;
 
 /**
- * Password checks with brute-force limits: failures count per username and per address, and
- * once over either limit the attempt is refused before the password is even looked at.
+ * Password checks that slow a guesser without locking the owner out. Failures count per
+ * (username, address): after `freeFailures` of them, each further failure blocks that pair for a
+ * delay that doubles (1 s, 2 s, 4 s ... up to 15 minutes), and an attempt during the delay is a
+ * 429 with Retry-After before the password is looked at. Another address, or another username,
+ * is not affected. A login that proves it comes from the CLI on the daemon's own machine (a value
+ * derived from the master key, which only the data dir's owner can reach) counts in a bucket of
+ * its own, so a local process or web page guessing at 127.0.0.1 never locks the owner's CLI out.
  */
 export class LoginService {
-  private readonly perUser: RateLimiter;
-  private readonly perAddress: RateLimiter;
+  private readonly failures = new Map<string, { count: number; blockedUntil: number; last: number }>();
 
   constructor(
     private readonly users: UsersService,
-    clock: Clock,
-    limits = { perUser: 5, perAddress: 30 },
-  ) {
-    this.perUser = new RateLimiter(limits.perUser, WINDOW_MS, clock);
-    this.perAddress = new RateLimiter(limits.perAddress, WINDOW_MS, clock);
+    private readonly clock: Clock,
+    private readonly localProof: string | null = null,
+    private readonly limits: LoginLimits = DEFAULT_LOGIN_LIMITS,
+  ) {}
+
+  /** Whether a login carries the local CLI's proof. */
+  isLocalCli(proof: string | undefined): boolean {
+    if (!this.localProof || !proof) return false;
+    const a = Buffer.from(proof);
+    const b = Buffer.from(this.localProof);
+    return a.length === b.length && timingSafeEqual(a, b);
   }
 
-  async authenticate(username: string, password: string, address: string): Promise<UserRecord> {
-    const userKey = username.toLowerCase();
-    this.perUser.check(userKey);
-    this.perAddress.check(address);
+  async authenticate(username: string, password: string, address: string, opts: { localCli?: boolean } = {}): Promise<UserRecord> {
+    const key = `${username.toLowerCase()}\0${opts.localCli ? 'local-cli' : address}`;
+    const now = this.clock();
+    const entry = this.failures.get(key);
+    if (entry && now - entry.last > this.limits.forgetAfterMs) this.failures.delete(key);
+    else if (entry && entry.blockedUntil > now) throw rateLimited((entry.blockedUntil - now) / 1000);
+    // Counted as a failure before the (slow) password check and cleared on success, so parallel
+    // guesses cannot all slip in before the first of them is counted.
+    this.fail(key, now);
     const user = this.users.findByName(username);
     const ok = await verifyPassword(password, user?.password_hash ?? (await decoyHash));
-    if (!user || !ok) {
-      this.perUser.hit(userKey);
-      this.perAddress.hit(address);
-      throw invalidCredentials();
-    }
-    this.perUser.reset(userKey);
+    if (!user || !ok) throw invalidCredentials();
+    this.failures.delete(key);
     return user;
+  }
+
+  private fail(key: string, now: number): void {
+    const entry = this.failures.get(key) ?? { count: 0, blockedUntil: 0, last: now };
+    entry.count++;
+    entry.last = now;
+    const over = entry.count - this.limits.freeFailures;
+    if (over >= 0) entry.blockedUntil = now + Math.min(this.limits.maxDelayMs, this.limits.baseDelayMs * 2 ** Math.min(over, 30));
+    this.failures.delete(key);
+    this.failures.set(key, entry);
+    if (this.failures.size > MAX_TRACKED) this.sweep(now);
+  }
+
+  /** Drops forgotten entries, then the least recently failed ones beyond the cap. */
+  private sweep(now: number): void {
+    for (const [k, e] of this.failures) if (now - e.last > this.limits.forgetAfterMs || (e.count < this.limits.freeFailures && now - e.last > 60 * 60_000)) this.failures.delete(k);
+    for (const k of this.failures.keys()) {
+      if (this.failures.size <= MAX_TRACKED * 0.9) break;
+      this.failures.delete(k);
+    }
   }
 }

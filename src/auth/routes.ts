@@ -2,7 +2,7 @@ import { forbidden } from '../errors.js';
 import type { Middleware } from 'koa';
 import type { AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
-import type { LoginService } from './login.js';
+import { LOCAL_LOGIN_HEADER, type LoginService } from './login.js';
 import { atLeast } from './roles.js';
 import { createUserBody, loginBody, setPasswordBody, setRoleBody, userList, usernameParams, userResponse } from './schemas.js';
 import { endSession, startSession } from './sessions.js';
@@ -15,6 +15,8 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       path: '/svc/v1/auth/login',
       operationId: 'login',
       summary: 'Log in with a local account; sets the session cookie',
+      description:
+        'Failures back off per (username, address): after 5, each one blocks that pair for a delay that doubles (1 s up to 15 min), answered 429 with Retry-After. The svc CLI on the daemon\'s machine also sends X-Svc-Local-Login (derived from the master key), and its logins count apart, so guesses from other local processes never lock it out.',
       tags: ['auth'],
       auth: 'none',
       before: [sameOrigin],
@@ -22,7 +24,7 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       responses: { 200: { description: 'Logged in', schema: userResponse } },
       errors: [400, 401, 403, 429],
       async handler(ctx, { body }) {
-        const user = await login.authenticate(body.username, body.password, ctx.ip);
+        const user = await login.authenticate(body.username, body.password, ctx.ip, { localCli: login.isLocalCli(ctx.get(LOCAL_LOGIN_HEADER) || undefined) });
         await startSession(ctx, user);
         deps.logger.info({ user: user.id }, 'login');
         return { user: toPublicUser(user) };

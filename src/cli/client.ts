@@ -34,8 +34,8 @@ export class DaemonClient {
     return new DaemonClient(url, config.dataDir, info);
   }
 
-  async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean } = {}): Promise<{ status: number; body: T; headers: Headers }> {
-    const headers: Record<string, string> = { Accept: 'application/json' };
+  async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+    const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (opts.auth !== false) {
       if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);

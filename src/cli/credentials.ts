@@ -1,6 +1,7 @@
 import { open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { SecretBox } from '../store/crypto.js';
+import { LOCAL_LOGIN_LABEL } from '../daemon-info.js';
 import { CliError } from './errors.js';
 import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from '../store/master-key.js';
 
@@ -61,4 +62,14 @@ export async function storeCliSession(dataDir: string, cookie: string, backend: 
 
 export async function clearCliSession(dataDir: string): Promise<void> {
   await unlink(path.join(dataDir, CLI_SESSION_FILE)).catch(() => undefined);
+}
+
+/** The local CLI's login proof, or null when the master key cannot be reached (then it logs in like anyone). */
+export async function localLoginProof(dataDir: string, backend: KeyBackend, keychain: Keychain = osKeychain): Promise<string | null> {
+  try {
+    const { key } = await resolveMasterKey({ dataDir, existingBackend: backend, preference: 'auto', keychain });
+    return new SecretBox(key).derive(LOCAL_LOGIN_LABEL);
+  } catch {
+    return null;
+  }
 }

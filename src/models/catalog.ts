@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { notFound } from '../errors.js';
+import { conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import { modelName, providerName } from '../providers/schemas.js';
 import { type ProviderRecord, providersOf } from '../providers/service.js';
@@ -13,6 +13,17 @@ export interface AliasRecord {
   /** request fields applied unless the app sets them */
   defaults: Record<string, unknown>;
   created_at: string;
+  /** the user who created it (through a session or an app token); absent on aliases made before owners were kept */
+  owner_id?: string | null;
+}
+
+/**
+ * Who is changing aliases: the user behind the session or the app token, and whether it is an
+ * admin's own session (which may manage every alias and shadow provider models on purpose).
+ */
+export interface AliasActor {
+  userId: string;
+  adminSession: boolean;
 }
 
 export const aliasesOf = (db: Db): AliasRecord[] => db.model_aliases as AliasRecord[];
@@ -27,7 +38,14 @@ export const putAliasBody = z.strictObject({
     .optional(),
 });
 export const alias = z
-  .object({ id: z.string(), provider: z.string(), model: z.string(), defaults: z.record(z.string(), z.unknown()), created_at: z.string() })
+  .object({
+    id: z.string(),
+    provider: z.string(),
+    model: z.string(),
+    defaults: z.record(z.string(), z.unknown()),
+    created_at: z.string(),
+    mine: z.boolean().describe("Whether the caller's user created it (only then may the caller change or remove it)"),
+  })
   .meta({ id: 'ModelAlias' });
 
 export interface ResolvedModel {
@@ -49,10 +67,20 @@ interface Index {
   described: Map<string, PublicModel>;
 }
 
+/** Bare model ids that providers serve (their listed and discovered models). */
+function providerModelIds(db: Db): Set<string> {
+  const ids = new Set<string>();
+  for (const p of providersOf(db)) for (const m of [...p.models, ...p.discovered_models]) ids.add(m);
+  return ids;
+}
+
 /**
  * Public model ids: aliases first, then every provider model by its own name (the first provider
- * that offers it wins) and, always, as `<provider>/<model>`. The index is rebuilt only when the
- * store changes, so resolving a model on the hot path is one Map lookup.
+ * that offers it wins) and, always, as `<provider>/<model>`. Only an admin's alias may take over
+ * a model id a provider serves: any other alias with such an id (a provider found the model
+ * after the alias was made) yields to the provider, so no user can reroute another's model id.
+ * The index is rebuilt only when the store changes, so resolving a model on the hot path is one
+ * Map lookup.
  */
 export class ModelCatalog {
   private index: { source: unknown; value: Index } | null = null;
@@ -69,9 +97,12 @@ export class ModelCatalog {
     const described = new Map<string, PublicModel>();
     const providers = providersOf(db);
     const byName = new Map(providers.map((p) => [p.name, p]));
+    const served = providerModelIds(db);
+    const admins = new Set(db.users.filter((u) => u.role === 'admin').map((u) => u.id));
     for (const a of aliasesOf(db)) {
       const p = byName.get(a.provider);
       if (!p || byId.has(a.id)) continue;
+      if (served.has(a.id) && !(a.owner_id && admins.has(a.owner_id))) continue;
       byId.set(a.id, { provider: p, upstreamModel: a.model, defaults: a.defaults });
       const entry = { id: a.id, owned_by: `svc:${p.name}`, created: Math.floor(Date.parse(a.created_at) / 1000) };
       listed.push(entry);
@@ -119,26 +150,49 @@ export class ModelCatalog {
     return this.store.read((db) => aliasesOf(db));
   }
 
-  async putAlias(id: string, input: z.output<typeof putAliasBody>): Promise<AliasRecord> {
+  /** The aliases as the API shows them to `actor`. */
+  listFor(actor: AliasActor) {
+    return this.listAliases().map((a) => this.view(a, actor));
+  }
+
+  view(a: AliasRecord, actor: AliasActor) {
+    return { id: a.id, provider: a.provider, model: a.model, defaults: a.defaults, created_at: a.created_at, mine: Boolean(a.owner_id) && a.owner_id === actor.userId };
+  }
+
+  private mayManage(a: AliasRecord, actor: AliasActor): boolean {
+    return actor.adminSession || (Boolean(a.owner_id) && a.owner_id === actor.userId);
+  }
+
+  /**
+   * Creates or replaces an alias. An alias belongs to the user who made it: another user (or
+   * their apps) cannot replace it, and no one but an admin's session may take a model id that a
+   * provider already serves (409 model_id_taken either way).
+   */
+  async putAlias(id: string, input: z.output<typeof putAliasBody>, actor: AliasActor): Promise<AliasRecord> {
     return this.store.update((db) => {
       if (!providersOf(db).some((p) => p.name === input.provider)) throw notFound(`No provider named ${input.provider}.`);
       const rows = aliasesOf(db);
       const existing = rows.find((a) => a.id === id);
+      if (existing && !this.mayManage(existing, actor)) throw conflict('model_id_taken', `The model id ${id} is another user's alias; pick another id.`);
+      if (!actor.adminSession && providerModelIds(db).has(id)) throw conflict('model_id_taken', `A provider already serves the model id ${id}; an alias may not shadow it.`);
       const record: AliasRecord = {
         id,
         provider: input.provider,
         model: input.model,
         defaults: input.defaults ?? {},
         created_at: existing?.created_at ?? new Date(this.clock()).toISOString(),
+        owner_id: existing ? (existing.owner_id ?? null) : actor.userId,
       };
       db.model_aliases = [...rows.filter((a) => a.id !== id), record];
       return record;
     });
   }
 
-  async removeAlias(id: string): Promise<void> {
-    if (!this.listAliases().some((a) => a.id === id)) throw notFound(`No alias ${id}.`);
+  async removeAlias(id: string, actor: AliasActor): Promise<void> {
     await this.store.update((db) => {
+      const existing = aliasesOf(db).find((a) => a.id === id);
+      if (!existing) throw notFound(`No alias ${id}.`);
+      if (!this.mayManage(existing, actor)) throw forbidden(`The alias ${id} belongs to another user.`, 'alias_not_owned');
       db.model_aliases = aliasesOf(db).filter((a) => a.id !== id);
     });
   }

@@ -2,12 +2,13 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
+import { Agent, type Dispatcher } from 'undici';
 import { z } from 'zod';
 import { AppError, conflict, notFound } from '../errors.js';
+import { addressAllowed, guardedLookup, literalAddress, parseNetworks } from '../http/address-policy.js';
 import type { Clock } from '../http/context.js';
 import { httpUrl } from '../http/urls.js';
 import type { Logger } from '../log.js';
-import { callUpstream } from '../proxy/upstream.js';
 import type { Db } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 
@@ -24,6 +25,27 @@ export interface PullRecord {
   error: string | null;
   created_at: string;
   updated_at: string;
+  /** the user it was started for (session or app token); absent on downloads made before owners were kept */
+  user_id?: string | null;
+  /** started by an app token: only public addresses, and the app sees no more than done or failed */
+  by_app?: boolean;
+  /** the sha256 the caller gave, if any (`sha256` becomes the digest of what was found) */
+  expected_sha256?: string | null;
+}
+
+/** Who asks: the user behind the session or the app token, and which of the two it is. */
+export interface PullActor {
+  userId: string;
+  app: boolean;
+  /** an admin's own session also sees downloads that have no owner (made before owners were kept) */
+  adminSession: boolean;
+}
+
+export interface DownloadOptions {
+  /** bytes each user's downloads may take on disk; 0 = no limit */
+  quotaBytes: number;
+  /** non-public networks that downloads started by apps may still reach */
+  allowNetworks: string[];
 }
 
 const pullsOf = (db: Db): PullRecord[] => db.model_pulls as PullRecord[];
@@ -53,32 +75,52 @@ export const pullJob = z
     filename: z.string(),
     sha256: z.string().nullable(),
     status: z.enum(pullStatuses),
-    bytes_done: z.number(),
+    bytes_done: z.number().nullable().describe('null for app callers'),
     bytes_total: z.number().nullable(),
     error: z.string().nullable(),
     created_at: z.string(),
     updated_at: z.string(),
   })
-  .meta({ id: 'ModelPull' });
+  .meta({
+    id: 'ModelPull',
+    description:
+      'An app token sees only its own user\'s downloads and no more than their outcome: status queued, downloading, done or failed, the sha256 it gave (else null), no sizes and a generic error.',
+  });
+export type PullView = z.infer<typeof pullJob>;
 
 const PROGRESS_EVERY_MS = 1000;
+const MAX_REDIRECTS = 5;
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const GIB = 2 ** 30;
+const formatSize = (n: number) => (n >= GIB ? `${+(n / GIB).toFixed(2)} GiB` : `${+(n / 2 ** 20).toFixed(1)} MiB`);
 
 /**
  * Model file downloads into `<data-dir>/models`: resumable (a `.part` file and HTTP Range, also
- * across a daemon restart), checksum verified, and confined to that folder.
+ * across a daemon restart), checksum verified, and confined to that folder. Each download belongs
+ * to its user, who alone sees it; each user's downloads share a disk quota. Downloads started by
+ * an app token reach only public addresses (checked on the resolved address at connect time and
+ * on every redirect), and the app learns no more than whether they succeeded.
  */
 export class ModelDownloads {
   readonly dir: string;
-  private readonly running = new Map<string, AbortController>();
+  private readonly running = new Map<string, { abort: AbortController; userId: string | null; filename: string }>();
   private readonly live = new Map<string, number>();
+  /** connections for the person's own downloads, and guarded ones for apps' (never shared) */
+  private readonly personAgent: Agent;
+  private readonly appAgent: Agent;
+  private readonly allowed;
 
   constructor(
     dataDir: string,
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly logger: Logger,
+    private readonly options: DownloadOptions = { quotaBytes: 0, allowNetworks: [] },
   ) {
     this.dir = path.join(dataDir, 'models');
+    this.allowed = options.allowNetworks.length > 0 ? parseNetworks(options.allowNetworks) : null;
+    this.personAgent = new Agent({ connect: { timeout: 30_000 } });
+    this.appAgent = new Agent({ connect: { timeout: 30_000, lookup: guardedLookup(this.allowed) } });
   }
 
   private now() {
@@ -91,14 +133,40 @@ export class ModelDownloads {
     return file;
   }
 
-  list(): PullRecord[] {
-    return this.store.read((db) => pullsOf(db)).map((p) => this.withLiveProgress(p));
+  private visibleTo(p: PullRecord, actor: PullActor): boolean {
+    return p.user_id ? p.user_id === actor.userId : actor.adminSession;
   }
 
-  get(id: string): PullRecord {
+  list(actor: PullActor): PullView[] {
+    return this.store
+      .read((db) => pullsOf(db))
+      .filter((p) => this.visibleTo(p, actor))
+      .map((p) => this.view(p, actor));
+  }
+
+  get(id: string, actor: PullActor): PullView {
     const found = this.store.read((db) => pullsOf(db).find((p) => p.id === id));
-    if (!found) throw notFound('No such download.');
-    return this.withLiveProgress(found);
+    if (!found || !this.visibleTo(found, actor)) throw notFound('No such download.');
+    return this.view(found, actor);
+  }
+
+  /** What the caller may see: everything for the person, only the outcome for an app. */
+  view(p: PullRecord, actor: PullActor): PullView {
+    const { user_id: _u, by_app: _b, expected_sha256: _e, ...rest } = this.withLiveProgress(p);
+    if (!actor.app) return rest;
+    const final = p.status === 'done' || p.status === 'failed';
+    return {
+      id: p.id,
+      url: p.url,
+      filename: p.filename,
+      sha256: p.expected_sha256 ?? null,
+      status: final ? p.status : p.status === 'queued' ? 'queued' : 'downloading',
+      bytes_done: null,
+      bytes_total: null,
+      error: p.status === 'failed' ? 'the download failed' : null,
+      created_at: p.created_at,
+      updated_at: final ? p.updated_at : p.created_at,
+    };
   }
 
   private withLiveProgress(p: PullRecord): PullRecord {
@@ -106,14 +174,28 @@ export class ModelDownloads {
     return live === undefined ? p : { ...p, bytes_done: live };
   }
 
-  async start(input: z.output<typeof pullBody>): Promise<PullRecord> {
-    const fromUrl = decodeURIComponent(new URL(input.url).pathname.split('/').pop() ?? '');
+  async start(input: z.output<typeof pullBody>, actor: PullActor): Promise<PullRecord> {
+    const url = new URL(input.url);
+    let fromUrl = '';
+    try {
+      fromUrl = decodeURIComponent(url.pathname.split('/').pop() ?? '');
+    } catch {
+      // a malformed % escape: no name can be taken from the URL
+    }
     const filename = input.filename ?? fromUrl;
     if (!modelFilename.safeParse(filename).success) {
       throw new AppError(400, 'invalid_request_error', 'invalid_body', 'Cannot take a safe file name from the URL; pass filename.', { param: 'filename' });
     }
+    const literal = literalAddress(url);
+    if (actor.app && literal && !addressAllowed(literal, this.allowed)) {
+      throw new AppError(400, 'invalid_request_error', 'address_not_allowed', 'An app may download only from public addresses.', { param: 'url' });
+    }
     const file = this.fileFor(filename);
     if (await stat(file).then(() => true, () => false)) throw conflict('file_exists', `${filename} is already in the models folder.`);
+    const quota = this.options.quotaBytes;
+    if (quota > 0 && (await this.usage(actor.userId, null, filename)) >= quota) {
+      throw conflict('download_quota_exceeded', `Your downloads already take your quota of ${formatSize(quota)}; remove some files from the models folder first.`);
+    }
     const record: PullRecord = {
       id: randomUUID(),
       url: input.url,
@@ -125,6 +207,9 @@ export class ModelDownloads {
       error: null,
       created_at: this.now(),
       updated_at: this.now(),
+      user_id: actor.userId,
+      by_app: actor.app,
+      expected_sha256: input.sha256 ?? null,
     };
     await this.store.update((db) => {
       if (pullsOf(db).some((p) => p.filename === filename && (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying'))) {
@@ -136,14 +221,37 @@ export class ModelDownloads {
     return record;
   }
 
+  /**
+   * Bytes a user's downloads take on disk, leaving out `excludeId` and the file `filename` (the
+   * download being checked, whose own bytes the caller adds): finished files and kept `.part`
+   * files as they are on disk, running downloads as far as they got.
+   */
+  private async usage(userId: string | null, excludeId: string | null, filename: string): Promise<number> {
+    if (!userId) return 0;
+    const latest = new Map<string, PullRecord>();
+    for (const p of this.store.read((db) => pullsOf(db))) if (p.user_id === userId && p.id !== excludeId && p.filename !== filename) latest.set(p.filename, p);
+    let total = 0;
+    for (const p of latest.values()) {
+      // running, unless it has just been marked done or failed (then the disk is the truth)
+      if (this.running.has(p.id) && p.status !== 'done' && p.status !== 'failed') {
+        total += this.live.get(p.id) ?? p.bytes_done;
+        continue;
+      }
+      const file = path.join(this.dir, p.filename);
+      total += await stat(p.status === 'done' ? file : `${file}.part`).then((st) => st.size, () => 0);
+    }
+    return total;
+  }
+
   /** Picks unfinished downloads back up after a restart. */
   resumeAll(): void {
     for (const p of this.store.read((db) => pullsOf(db))) if (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') this.run(p.id);
   }
 
   async stop(): Promise<void> {
-    for (const c of this.running.values()) c.abort();
+    for (const r of this.running.values()) r.abort.abort();
     this.running.clear();
+    await Promise.all([this.personAgent.close(), this.appAgent.close()]).catch(() => undefined);
   }
 
   private async patch(id: string, fields: Partial<PullRecord>): Promise<void> {
@@ -153,10 +261,17 @@ export class ModelDownloads {
     });
   }
 
+  private record(id: string): PullRecord {
+    const found = this.store.read((db) => pullsOf(db).find((p) => p.id === id));
+    if (!found) throw notFound('No such download.');
+    return found;
+  }
+
   private run(id: string): void {
     if (this.running.has(id)) return;
+    const job = this.record(id);
     const abort = new AbortController();
-    this.running.set(id, abort);
+    this.running.set(id, { abort, userId: job.user_id ?? null, filename: job.filename });
     this.download(id, abort.signal)
       .catch(async (err) => {
         if (abort.signal.aborted) return;
@@ -170,28 +285,66 @@ export class ModelDownloads {
       });
   }
 
+  /**
+   * GET `job.url`, following up to 5 redirects. For an app's download every hop is checked: an IP
+   * literal here, a host name by the guarded lookup when the connection is made.
+   */
+  private async fetch(job: PullRecord, headers: Record<string, string>, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
+    const agent = job.by_app ? this.appAgent : this.personAgent;
+    let url = new URL(job.url);
+    for (let hop = 0; ; hop++) {
+      const literal = literalAddress(url);
+      if (job.by_app && literal && !addressAllowed(literal, this.allowed)) throw new AppError(502, 'upstream_error', 'address_not_allowed', 'The download leads to an address that is not public.');
+      let res: Dispatcher.ResponseData;
+      try {
+        res = await agent.request({ origin: url.origin, path: `${url.pathname}${url.search}`, method: 'GET', headers, signal, headersTimeout: 60_000, bodyTimeout: 60_000 });
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const e = err as { code?: string; cause?: { code?: string } };
+        if (e.code === 'ESVC_BLOCKED_ADDRESS' || e.cause?.code === 'ESVC_BLOCKED_ADDRESS') throw new AppError(502, 'upstream_error', 'address_not_allowed', 'The download leads to an address that is not public.');
+        if (e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT') throw new AppError(504, 'upstream_error', 'upstream_timeout', 'The server did not answer in time.');
+        throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server could not be reached.');
+      }
+      const location = res.headers.location;
+      if (!REDIRECTS.has(res.statusCode) || typeof location !== 'string') return res;
+      await res.body.dump().catch(() => undefined);
+      if (hop >= MAX_REDIRECTS) throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server redirected too many times.');
+      let next: URL;
+      try {
+        next = new URL(location, url);
+      } catch {
+        throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server redirected to an invalid URL.');
+      }
+      if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server redirected to a URL that is not http(s).');
+      url = next;
+    }
+  }
+
   private async download(id: string, signal: AbortSignal): Promise<void> {
-    const job = this.get(id);
+    const job = this.record(id);
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const file = this.fileFor(job.filename);
     const part = `${file}.part`;
     const have = await stat(part).then((s) => s.size, () => 0);
-    const res = await callUpstream({
-      url: new URL(job.url),
-      method: 'GET',
-      headers: have > 0 ? { Range: `bytes=${have}-` } : {},
-      timeoutMs: 60_000,
-      signal,
-    });
-    const status = res.statusCode ?? 0;
+    const res = await this.fetch(job, have > 0 ? { Range: `bytes=${have}-` } : {}, signal);
+    const status = res.statusCode;
     if (status !== 200 && status !== 206) {
-      res.body.resume();
+      await res.body.dump().catch(() => undefined);
       throw new AppError(502, 'upstream_error', 'upstream_unavailable', `The server answered ${status}.`);
     }
     const resumed = status === 206 && have > 0;
     const start = resumed ? have : 0;
     const length = Number(res.headers['content-length']);
     const total = Number.isFinite(length) ? start + length : null;
+    const quota = this.options.quotaBytes;
+    const userId = job.user_id ?? null;
+    let others = quota > 0 ? await this.usage(userId, id, job.filename) : 0;
+    const overQuota = (bytes: number) => quota > 0 && userId !== null && others + bytes > quota;
+    if (total !== null && overQuota(total)) {
+      res.body.destroy();
+      await unlink(part).catch(() => undefined);
+      throw new AppError(409, 'conflict_error', 'download_quota_exceeded', `The file (${formatSize(total)}) would exceed your download quota of ${formatSize(quota)}.`);
+    }
     const hash = createHash('sha256');
     if (resumed) for await (const chunk of createReadStream(part, { end: have - 1 })) hash.update(chunk as Buffer);
     await this.patch(id, { status: 'downloading', bytes_done: start, bytes_total: total, error: null });
@@ -199,9 +352,15 @@ export class ModelDownloads {
     const handle = await open(part, resumed ? 'a' : 'w', 0o600);
     let done = start;
     let lastSaved = this.clock();
+    let exceeded = false;
     try {
       for await (const chunk of res.body) {
         const buf = chunk as Buffer;
+        if (overQuota(done + buf.length)) {
+          exceeded = true;
+          res.body.destroy();
+          break;
+        }
         hash.update(buf);
         await handle.write(buf);
         done += buf.length;
@@ -209,11 +368,16 @@ export class ModelDownloads {
         if (this.clock() - lastSaved > PROGRESS_EVERY_MS) {
           lastSaved = this.clock();
           await this.patch(id, { bytes_done: done });
+          if (quota > 0) others = await this.usage(userId, id, job.filename);
         }
       }
       await handle.sync();
     } finally {
       await handle.close();
+    }
+    if (exceeded) {
+      await unlink(part).catch(() => undefined);
+      throw new AppError(409, 'conflict_error', 'download_quota_exceeded', `The download would exceed your download quota of ${formatSize(quota)}.`);
     }
     if (total !== null && done !== total) throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The download broke off; it resumes when retried.');
 

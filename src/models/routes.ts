@@ -1,9 +1,18 @@
 import { z } from 'zod';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
-import { alias, aliasId, type ModelCatalog, putAliasBody } from './catalog.js';
-import { type ModelDownloads, pullBody, pullJob } from './downloads.js';
+import type { AppContext } from '../http/context.js';
+import { type AliasActor, alias, aliasId, type ModelCatalog, putAliasBody } from './catalog.js';
+import { type ModelDownloads, type PullActor, pullBody, pullJob } from './downloads.js';
 
 const aliasParams = z.object({ id: aliasId });
+
+/** The user behind the call: the app token's approver, or the session's user. */
+function aliasActor(ctx: AppContext): AliasActor {
+  if (ctx.state.grant) return { userId: ctx.state.grant.user.id, adminSession: false };
+  return { userId: ctx.state.user!.id, adminSession: ctx.state.user!.role === 'admin' };
+}
+
+const OWNERSHIP = 'An alias belongs to the user who created it: only that user (their session or apps) may replace or remove it, and an admin through their own session. No one else may take a model id that another user\'s alias or a provider already serves (409 model_id_taken).';
 
 /** Model alias management (CONTRACT §8): a power user's session or a scope_user_power_user token. */
 export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
@@ -18,13 +27,14 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
       appRole: 'scope_user_power_user',
       responses: { 200: { description: 'Aliases', schema: z.object({ data: z.array(alias) }) } },
       errors: [401, 403],
-      handler: () => ({ data: catalog.listAliases() }),
+      handler: (ctx) => ({ data: catalog.listFor(aliasActor(ctx)) }),
     }),
     defineRoute({
       method: 'put',
       path: '/svc/v1/models/{id}',
       operationId: 'putModelAlias',
       summary: 'Create or replace an alias',
+      description: OWNERSHIP,
       tags: ['models'],
       auth: 'either',
       appRole: 'scope_user_power_user',
@@ -32,8 +42,9 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
       body: putAliasBody,
       responses: { 200: { description: 'The alias', schema: z.object({ alias }) } },
       errors: [400, 401, 403, 404, 409],
-      async handler(_ctx, { params, body }) {
-        return { alias: await catalog.putAlias(params.id, body) };
+      async handler(ctx, { params, body }) {
+        const actor = aliasActor(ctx);
+        return { alias: catalog.view(await catalog.putAlias(params.id, body, actor), actor) };
       },
     }),
     defineRoute({
@@ -41,6 +52,7 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
       path: '/svc/v1/models/{id}',
       operationId: 'removeModelAlias',
       summary: 'Remove an alias',
+      description: OWNERSHIP,
       tags: ['models'],
       auth: 'either',
       appRole: 'scope_user_power_user',
@@ -48,7 +60,7 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
       responses: { 204: { description: 'Removed' } },
       errors: [401, 403, 404],
       async handler(ctx, { params }) {
-        await catalog.removeAlias(params.id);
+        await catalog.removeAlias(params.id, aliasActor(ctx));
         ctx.status = 204;
       },
     }),
@@ -56,6 +68,14 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
 }
 
 const pullParams = z.object({ id: z.string().max(100) });
+
+function pullActor(ctx: AppContext): PullActor {
+  if (ctx.state.grant) return { userId: ctx.state.grant.user.id, app: true, adminSession: false };
+  return { userId: ctx.state.user!.id, app: false, adminSession: ctx.state.user!.role === 'admin' };
+}
+
+const PULL_RULES =
+  'Each download belongs to its user and is visible only to them (their session and their apps). A download started by an app token reaches only public addresses: loopback, link-local, private (RFC 1918, ULA, CGNAT), unspecified and multicast addresses are refused, on the address a host name resolves to when connecting and on every redirect (400 address_not_allowed for such an IP literal; the job fails for a host name). Apps see only whether a job succeeded. A user\'s downloads share a disk quota (svc serve --download-quota, default 50GiB): 409 download_quota_exceeded when it is already used up; a download that would exceed it fails.';
 
 /** Model file downloads (power user: session or scope_user_power_user token). */
 export function modelDownloadRoutes(downloads: ModelDownloads): AnyRouteDef[] {
@@ -68,14 +88,16 @@ export function modelDownloadRoutes(downloads: ModelDownloads): AnyRouteDef[] {
       tags: ['models'],
       auth: 'either',
       appRole: 'scope_user_power_user',
+      description: PULL_RULES,
       body: pullBody,
       responses: { 202: { description: 'Accepted; the job runs in the background', schema: pullJob } },
       errors: [400, 401, 403, 409],
       async handler(ctx, { body }) {
-        const job = await downloads.start(body);
+        const actor = pullActor(ctx);
+        const job = await downloads.start(body, actor);
         ctx.status = 202;
         ctx.set('Location', `/svc/v1/models/files/pull/${job.id}`);
-        return job;
+        return downloads.view(job, actor);
       },
     }),
     defineRoute({
@@ -89,19 +111,19 @@ export function modelDownloadRoutes(downloads: ModelDownloads): AnyRouteDef[] {
       params: pullParams,
       responses: { 200: { description: 'The job', schema: pullJob } },
       errors: [401, 403, 404],
-      handler: (_ctx, { params }) => downloads.get(params.id),
+      handler: (ctx, { params }) => downloads.get(params.id, pullActor(ctx)),
     }),
     defineRoute({
       method: 'get',
       path: '/svc/v1/models/files/pulls',
       operationId: 'listModelPulls',
-      summary: 'All downloads',
+      summary: 'Your downloads',
       tags: ['models'],
       auth: 'either',
       appRole: 'scope_user_power_user',
       responses: { 200: { description: 'Jobs', schema: z.object({ data: z.array(pullJob) }) } },
       errors: [401, 403],
-      handler: () => ({ data: downloads.list() }),
+      handler: (ctx) => ({ data: downloads.list(pullActor(ctx)) }),
     }),
   ];
 }

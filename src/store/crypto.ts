@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 
 const PREFIX = 'sealed:v1:';
 
@@ -18,6 +18,11 @@ export class SecretBox {
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     const tag = cipher.getAuthTag();
     return `${PREFIX}${nonce.toString('base64url')}.${body.toString('base64url')}.${tag.toString('base64url')}`;
+  }
+
+  /** A value derived from the master key for one purpose (HMAC-SHA256 of the label), base64url. */
+  derive(label: string): string {
+    return createHmac('sha256', this.key).update(label, 'utf8').digest('base64url');
   }
 
   open(kind: string, id: string, sealed: string): string {

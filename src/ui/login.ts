@@ -97,7 +97,9 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       if (err.headers['Retry-After']) ctx.set('Retry-After', err.headers['Retry-After']);
-      renderLogin(ctx, next, csrf, err.status === 429 ? 'Too many failed attempts; wait a few minutes.' : 'Wrong username or password.', err.status);
+      const wait = Number(err.headers['Retry-After'] ?? 0);
+      const waitText = wait >= 120 ? `${Math.ceil(wait / 60)} minutes` : `${wait} second${wait === 1 ? '' : 's'}`;
+      renderLogin(ctx, next, csrf, err.status === 429 ? `Too many failed attempts; try again in ${waitText}.` : 'Wrong username or password.', err.status);
     }
   });
 

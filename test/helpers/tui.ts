@@ -27,6 +27,7 @@ export function pending(over: Partial<PendingRequest> = {}): PendingRequest {
   return {
     id,
     app_client_id: 'demo-app',
+    app_registered: true,
     flow_type: 'popup',
     status: 'draft',
     requested_role: 'scope_user_power_user',
@@ -47,6 +48,7 @@ export function review(over: Partial<ReviewData> = {}): ReviewData {
     app_client_id: 'notes-app',
     app_name: 'Notes App',
     app_description: 'Takes notes and searches your files',
+    app_registered: true,
     flow_type: 'popup',
     status: 'draft',
     requested_role: 'scope_user_power_user',

@@ -7,6 +7,7 @@ interface Summary {
   id: string;
   app_client_id: string;
   app_name?: string;
+  app_registered?: boolean;
   status: string;
   requested_role: string;
   approved_role: string | null;
@@ -21,7 +22,9 @@ interface Review {
   app_client_id: string;
   app_name?: string;
   app_description?: string;
+  app_registered?: boolean;
   flow_type: string;
+  redirect_url?: string;
   status: string;
   requested_role: string;
   approved_role?: string;
@@ -80,7 +83,8 @@ export function registerRequests(program: Command, o: Output): void {
       printRows(o, body.data, [
         { header: 'id', value: (r) => r.id },
         { header: 'status', value: (r) => r.status },
-        { header: 'app', value: (r) => r.app_name ?? r.app_client_id },
+        // on a terminal, flag apps that are not in the client registry (piped rows keep their shape)
+        { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? ' (unregistered)' : ''}` },
         { header: 'requested', value: (r) => r.requested_role },
         { header: 'approved', value: (r) => r.approved_role ?? '' },
         { header: 'mcp servers', value: (r) => r.requested.mcp_servers.length },
@@ -99,8 +103,10 @@ export function registerRequests(program: Command, o: Output): void {
         ['id', r.id],
         ['app', r.app_name ? `${r.app_name} (${r.app_client_id})` : r.app_client_id],
         ...(r.app_description ? ([['description', r.app_description]] as [string, unknown][]) : []),
+        ...(r.app_registered === false ? ([['registered', 'no: not in the OAuth client registry, so its name and client id are unverified']] as [string, unknown][]) : []),
         ['status', r.status],
         ['flow', r.flow_type],
+        ...(r.redirect_url ? ([['redirects to', r.redirect_url]] as [string, unknown][]) : []),
         ['requested role', r.requested_role],
         ['you may grant', r.max_grantable_role],
         ...(r.approved_role ? ([['approved role', r.approved_role]] as [string, unknown][]) : []),

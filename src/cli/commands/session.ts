@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { VERSION } from '../../version.js';
 import { DaemonClient, usage } from '../client.js';
-import { clearCliSession, storeCliSession } from '../credentials.js';
+import { LOCAL_LOGIN_HEADER } from '../../daemon-info.js';
+import { clearCliSession, localLoginProof, storeCliSession } from '../credentials.js';
 import { CliError } from '../errors.js';
 import { type Output, printFields, printJson } from '../output.js';
 import { readSecret } from '../prompt.js';
@@ -56,7 +57,9 @@ export function registerSession(program: Command, o: Output): void {
       if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
       const password = await readSecret(opts.passwordStdin, `Password for ${opts.username}: `, '--password-stdin');
       if (!password) throw usage('An empty password was given.');
-      const res = await client.request<{ user: { username: string; role: string } }>('POST', '/svc/v1/auth/login', { username: opts.username, password }, { auth: false });
+      // The proof that this CLI runs beside the data dir: its logins are never slowed by someone else's guesses.
+      const proof = await localLoginProof(client.dataDir, client.info.key_backend);
+      const res = await client.request<{ user: { username: string; role: string } }>('POST', '/svc/v1/auth/login', { username: opts.username, password }, { auth: false, headers: proof ? { [LOCAL_LOGIN_HEADER]: proof } : {} });
       const cookie = res.headers
         .getSetCookie()
         .map((c) => c.split(';')[0])

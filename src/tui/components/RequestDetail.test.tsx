@@ -93,4 +93,17 @@ describe('RequestDetail', () => {
     expect(frameOf(props())).not.toMatch(SGR);
     expect(frameOf(props({ color: true }))).toMatch(SGR);
   });
+
+  it('says where a redirect flow sends you and that an unregistered app is unverified, with invisible characters neutralised', () => {
+    const data = review({
+      app_registered: false,
+      app_name: undefined,
+      flow_type: 'redirect',
+      redirect_url: 'https://evil.example/cb?x=\u202egnp.\u200b\u{E0041}',
+    });
+    const frame = frameOf(props({ data }));
+    expect(frame).toMatch(/^Registered\s+no: not in the client registry/m);
+    expect(frame).toMatch(/^Redirect to\s+https:\/\/evil\.example\/cb\?x=\uFFFDgnp\.\uFFFD\uFFFD$/m);
+    for (const c of ['\u202e', '\u200b', '\u{E0041}']) expect(frame).not.toContain(c);
+  });
 });

@@ -60,7 +60,7 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, width
   const chosen = new Set(selected);
   const selectedCount = data.mcp_servers.reduce((n, s) => n + s.instances.filter((i) => i.enabled && chosen.has(i.id)).length, 0);
   const canCycle = ROLES.indexOf(data.max_grantable_role) > 0;
-  const fixed = 7 + (data.app_description ? 1 : 0);
+  const fixed = 7 + (data.app_description ? 1 : 0) + (data.app_registered === false ? 1 : 0) + (data.redirect_url ? 1 : 0);
   const cursorLine = Math.max(0, lines.findIndex((l) => l.kind === 'instance' && l.index === cursor));
   const { start, end } = windowFor(lines.length, cursorLine, height - fixed);
   const above = start;
@@ -79,6 +79,20 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, width
       {data.app_description ? (
         <Field label="About" color={color}>
           <Text wrap="truncate-end">{safe(data.app_description, 300)}</Text>
+        </Field>
+      ) : null}
+      {data.app_registered === false ? (
+        <Field label="Registered" color={color}>
+          <Text wrap="truncate-end" {...tone(color, 'warning')}>
+            no: not in the client registry, so its name and id are unverified
+          </Text>
+        </Field>
+      ) : null}
+      {data.redirect_url ? (
+        <Field label="Redirect to" color={color}>
+          <Text wrap="truncate-end" {...tone(color, 'warning')}>
+            {safe(data.redirect_url, 300)}
+          </Text>
         </Field>
       ) : null}
       <Field label="Requested" color={color}>
