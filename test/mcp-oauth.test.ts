@@ -169,6 +169,7 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
   let cimdUrl: string;
   let instanceA: string;
   let instanceB: string;
+  const documents = new Map<string, unknown>();
 
   const proxyUrl = (id: string) => `${base}/svc/v1/apps/mcps/${id}/mcp`;
 
@@ -177,7 +178,6 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
     const ca = await makeTestCa(root);
     [callback, upstream, browser] = await Promise.all([startCallbackServer(), startMcpServer({ stateful: true }), launchChromium()]);
     // The Client ID Metadata Document, at an https URL that is its own client_id.
-    const documents = new Map<string, unknown>();
     docs = await startHttpsDocs(ca, documents);
     cimdUrl = `${docs.origin}/oauth/client-metadata.json`;
     documents.set('/oauth/client-metadata.json', {
@@ -263,6 +263,26 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
     expect(res.status).toBe(200);
     return (await res.json()) as { token_endpoint: string; registration_endpoint?: string; client_id_metadata_document_supported?: boolean };
   }
+
+  it('a metadata document that is missing, not an object, names another client_id or holds a secret stops the sign-in with an error and makes no request', async () => {
+    const good = documents.get('/oauth/client-metadata.json') as Record<string, unknown>;
+    documents.set('/bad/not-object.json', 'just a string');
+    documents.set('/bad/other-id.json', { ...good, client_id: `${docs.origin}/oauth/client-metadata.json` });
+    documents.set('/bad/secret.json', { ...good, client_id: `${docs.origin}/bad/secret.json`, token_endpoint_auth_method: 'client_secret_basic', client_secret: 'x' });
+    const before = (await pat.get('/svc/v1/access-requests')).body.data.length;
+    for (const docPath of ['/bad/missing.json', '/bad/not-object.json', '/bad/other-id.json', '/bad/secret.json']) {
+      const clientId = `${docs.origin}${docPath}`;
+      const url = new URL(`${base}/oauth/auth`);
+      for (const [k, v] of Object.entries({ client_id: clientId, response_type: 'code', redirect_uri: callback.redirectUri, code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', resource: proxyUrl(instanceA) })) {
+        url.searchParams.set(k, v);
+      }
+      const res = await fetch(url, { redirect: 'manual', headers: { Cookie: pat.cookieHeader } });
+      expect(res.status, `${docPath}: ${res.headers.get('location')}`).toBe(400);
+      expect(await res.text(), docPath).toMatch(/invalid_client/);
+    }
+    expect(docs.hits).toEqual(expect.arrayContaining(['/bad/missing.json', '/bad/not-object.json', '/bad/other-id.json', '/bad/secret.json']));
+    expect((await pat.get('/svc/v1/access-requests')).body.data.length).toBe(before);
+  });
 
   for (const kind of ['dcr', 'cimd'] as const) {
     describe(kind === 'dcr' ? 'registered by Dynamic Client Registration' : 'known by a Client ID Metadata Document over HTTPS', () => {
