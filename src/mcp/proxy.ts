@@ -2,11 +2,41 @@ import type { Readable } from 'node:stream';
 import { AppError } from '../errors.js';
 import { readRaw } from '../proxy/body.js';
 import type { AppContext } from '../http/context.js';
-import { abortOnClientGone, callUpstream } from '../proxy/upstream.js';
+import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../proxy/scrub.js';
+import { abortOnClientGone, callUpstream, readBody } from '../proxy/upstream.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import { toolAllowed } from './tools.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
+/** The most of a non-streamed MCP answer svc reads before relaying it. */
+const MCP_ANSWER_LIMIT = 32 * 1024 * 1024;
+
+/**
+ * The proxy forwards only what it checked, and it checks UTF-8 JSON: a body in another charset
+ * (UTF-7, UTF-16...) could spell `tools/call` in a way svc does not see and an upstream does.
+ */
+function requireJsonUtf8(contentType: string): void {
+  const [type, ...params] = contentType.split(';').map((p) => p.trim().toLowerCase());
+  const charset = params.find((p) => p.startsWith('charset='))?.slice('charset='.length).replace(/^"|"$/g, '');
+  if (type !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
+    throw new AppError(415, 'invalid_request_error', 'unsupported_media_type', 'The MCP endpoint takes Content-Type: application/json in UTF-8.');
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+function decodeUtf8(body: Buffer): string {
+  try {
+    return utf8.decode(body);
+  } catch {
+    throw new AppError(400, 'invalid_request_error', 'invalid_body', 'The MCP request body is not valid UTF-8.');
+  }
+}
+
+/** The parts of an instance header value worth scrubbing: the whole value and its token after a scheme. */
+function secretParts(value: string): string[] {
+  const parts = [value, value.replace(/^[A-Za-z]+\s+/, '')];
+  return [...new Set(parts)].filter((p) => p.length >= MIN_SCRUBBED_KEY_LENGTH);
+}
 
 /** Request headers an MCP client sends that the server must see; nothing else of the app's goes up. */
 const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'mcp-method', 'mcp-name'];
@@ -83,14 +113,16 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
     throw new AppError(405, 'invalid_request_error', 'method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
   }
+  if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
+  const text = body ? decodeUtf8(body) : undefined;
   const filtering = instance.allow_tools !== null;
   const listIds = new Set<unknown>();
 
-  if (body && filtering) {
+  if (text !== undefined && filtering) {
     let parsed: JsonRpc | JsonRpc[];
     try {
-      parsed = JSON.parse(body.toString('utf8')) as JsonRpc | JsonRpc[];
+      parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
     } catch {
       throw new AppError(400, 'invalid_request_error', 'invalid_body', 'The MCP request body is not valid JSON.');
     }
@@ -114,21 +146,38 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     const value = ctx.get(name);
     if (value) headers[name] = value;
   }
+  // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
+  if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
+  const secrets = Object.values(instanceHeaders).flatMap(secretParts);
 
   const abort = abortOnClientGone(ctx.res);
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',
     headers,
-    body: body?.toString('utf8'),
+    body: text,
+    name: `MCP server of instance ${instance.name.slice(0, 60)}`,
     // the GET stream may rightly stay quiet for long; every other answer must start in time
     timeoutMs: method === 'GET' ? 24 * 60 * 60 * 1000 : timeoutMs,
     signal: abort,
   });
 
+  const contentType = String(upstream.headers['content-type'] ?? '');
+  const answer = upstream.body;
+  const streaming = contentType.startsWith('text/event-stream');
+  if (upstream.statusCode === 401 || upstream.statusCode === 403) {
+    // The MCP server refused the instance's own credentials, not the app's token: a 401 passed on
+    // would make the app drop a good token, and its text may quote the credential.
+    answer.on('error', () => undefined);
+    answer.destroy();
+    throw new AppError(502, 'upstream_error', 'upstream_rejected', `The MCP server refused svc's credentials for this instance (${upstream.statusCode}); its owner must fix them.`);
+  }
+  // Anything but a stream is read whole (bounded) before svc answers, so an upstream that stalls
+  // or breaks off is a 504/502 in the contract's shape, never silence or half a body.
+  const whole = streaming ? undefined : await readBody(answer, MCP_ANSWER_LIMIT, `MCP server of instance ${instance.name.slice(0, 60)}`);
+
   const res = ctx.res;
-  ctx.respond = false;
   const out: Record<string, string> = { 'X-Content-Type-Options': 'nosniff' };
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const value = upstream.headers[name];
@@ -138,25 +187,30 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     out['Access-Control-Allow-Origin'] = ctx.response.get('Access-Control-Allow-Origin');
     out['Access-Control-Expose-Headers'] = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
   }
-  const contentType = String(upstream.headers['content-type'] ?? '');
-  const answer = upstream.body;
-
-  if (listIds.size > 0 && contentType.startsWith('application/json')) {
-    const chunks: Buffer[] = [];
-    for await (const c of answer) chunks.push(c as Buffer);
-    let text = Buffer.concat(chunks).toString('utf8');
-    try {
-      const parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
-      text = JSON.stringify(Array.isArray(parsed) ? parsed.map((m) => filterToolList(m, instance, listIds)) : filterToolList(parsed, instance, listIds));
-    } catch {
-      /* not JSON-RPC: pass on as it came */
+  if (whole) {
+    let reply: string | Buffer = whole;
+    if (listIds.size > 0 && contentType.startsWith('application/json')) {
+      try {
+        const parsed = JSON.parse(whole.toString('utf8')) as JsonRpc | JsonRpc[];
+        reply = JSON.stringify(Array.isArray(parsed) ? parsed.map((m) => filterToolList(m, instance, listIds)) : filterToolList(parsed, instance, listIds));
+      } catch {
+        /* not JSON-RPC: pass on as it came */
+      }
     }
-    out['content-length'] = String(Buffer.byteLength(text));
+    // An error answer may quote the instance's credential back: scrubbed in every JSON spelling.
+    if (upstream.statusCode >= 400 && secrets.length > 0) {
+      let scrubbed = reply.toString();
+      for (const secret of secrets) scrubbed = scrubJsonText(scrubbed, secret);
+      reply = scrubbed;
+    }
+    out['content-length'] = String(Buffer.byteLength(reply));
+    ctx.respond = false;
     res.writeHead(upstream.statusCode, out);
-    res.end(text);
+    res.end(reply);
     return;
   }
 
+  ctx.respond = false;
   res.writeHead(upstream.statusCode, out);
   res.flushHeaders();
   await new Promise<void>((resolve) => {
@@ -174,7 +228,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       if (!res.writableEnded) res.end();
       resolve();
     });
-    if (listIds.size > 0 && contentType.startsWith('text/event-stream')) {
+    if (listIds.size > 0) {
       filterSse(
         answer,
         (text) => res.write(text),

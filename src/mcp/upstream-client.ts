@@ -42,9 +42,11 @@ export async function withMcpClient<T>(target: McpTarget, fn: (client: Client, t
   const url = new URL(target.url);
   const requestInit = { headers: target.headers };
   let client = new Client({ name: 'svc', version: VERSION });
+  let streamable: InstanceType<typeof StreamableHTTPClientTransport> | null = new StreamableHTTPClientTransport(url, { requestInit });
   try {
-    await client.connect(new StreamableHTTPClientTransport(url, { requestInit }), { timeout: timeoutMs });
+    await client.connect(streamable, { timeout: timeoutMs });
   } catch (first) {
+    streamable = null;
     await client.close().catch(() => undefined);
     if (first instanceof McpError && first.code === ErrorCode.RequestTimeout) throw mcpError(first);
     client = new Client({ name: 'svc', version: VERSION });
@@ -67,6 +69,9 @@ export async function withMcpClient<T>(target: McpTarget, fn: (client: Client, t
   } catch (err) {
     throw mcpError(err);
   } finally {
+    // End the upstream session (DELETE with its Mcp-Session-Id): a call per session would
+    // otherwise leave one open on the server for every refresh and execute.
+    if (streamable?.sessionId) await streamable.terminateSession().catch(() => undefined);
     await client.close().catch(() => undefined);
   }
 }

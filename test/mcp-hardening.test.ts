@@ -1,0 +1,210 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { Api, userApi } from './helpers/http.js';
+import { startMcpServer } from './helpers/mcp-servers.js';
+
+/**
+ * Issue 11's MCP proxy findings, each reproduced against a real upstream on 127.0.0.1: another
+ * charset that spells a forbidden call (items 1), an upstream quoting the instance's credential
+ * (3), REST tool calls leaving sessions open (9), and upstreams that stall or break off (10).
+ */
+const INSTANCE_SECRET = `sk-inst-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+
+/** The MCP SDK's own Express app (express.json decodes UTF-7 and UTF-16), stateless, recording the tools it runs. */
+async function startExpressMcp() {
+  const ran: string[] = [];
+  const app = createMcpExpressApp({ host: '127.0.0.1' });
+  app.post('/mcp', async (req, res) => {
+    const server = new McpServer({ name: 'express-upstream', version: '1.0.0' });
+    server.registerTool('echo', { description: 'allowed' }, async () => {
+      ran.push('echo');
+      return { content: [{ type: 'text', text: 'echo' }] };
+    });
+    server.registerTool('secret_tool', { description: 'forbidden' }, async () => {
+      ran.push('secret_tool');
+      return { content: [{ type: 'text', text: 'ran the forbidden tool' }] };
+    });
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    res.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, req.body);
+  });
+  const server = await new Promise<http.Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    ran,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** An upstream that misbehaves on purpose, per path: quotes the credential, stalls, or breaks off. */
+async function startBadMcp() {
+  const server = http.createServer((req, res) => {
+    const auth = String(req.headers.authorization ?? '');
+    if (req.url === '/refuses') {
+      res.writeHead(401, { 'Content-Type': 'application/json', 'WWW-Authenticate': 'Bearer' });
+      res.end(JSON.stringify({ error: `token ${auth} is not valid here` }));
+    } else if (req.url === '/echoes') {
+      // PHP's json_encode spelling: every slash escaped, and the credential in \u escapes
+      const spelled = [...auth].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+      res.writeHead(400, { 'Content-Type': 'application/json' });
+      res.end(`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"bad header \\/ ${spelled}"}}`);
+    } else if (req.url === '/stalls') {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
+      res.write('{"jsonrpc":"2.0","id":1,');
+    } else if (req.url === '/resets') {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
+      res.write('{"jsonrpc":"2.0","id":1,', () => req.socket.destroy());
+    } else {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write('{"jsonrpc":"2.0","id":1,"result":{"too');
+      req.socket.destroy();
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: (path: string) => `http://127.0.0.1:${(server.address() as AddressInfo).port}${path}`,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+describe('MCP proxy hardening (issue 11)', () => {
+  let d: TestDaemon;
+  let alice: Api;
+  let express: Awaited<ReturnType<typeof startExpressMcp>>;
+  let bad: Awaited<ReturnType<typeof startBadMcp>>;
+  let sdk: Awaited<ReturnType<typeof startMcpServer>>;
+  const ids: Record<string, string> = {};
+  let key: string;
+
+  beforeAll(async () => {
+    d = await startTestDaemon({ config: { mcpTimeoutMs: 1500 } });
+    const admin = await new Api(d.url).login('admin', d.adminPassword);
+    alice = await userApi(d.url, admin, 'alice', 'user');
+    [express, bad, sdk] = await Promise.all([startExpressMcp(), startBadMcp(), startMcpServer({ stateful: true })]);
+    const add = async (name: string, url: string, extra: Record<string, unknown> = {}) => {
+      const res = await alice.post('/svc/v1/mcps', { name, url, ...extra });
+      expect(res.status, res.text).toBe(201);
+      ids[name] = res.body.instance.id;
+    };
+    await add('express', express.url, { allow_tools: ['echo'] });
+    for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
+    await add('sdk', sdk.url);
+    const grants = Object.entries(ids).map(([name, id]) => ({ name, id }));
+    const byUrl = new Map<string, string[]>();
+    for (const g of grants) {
+      const url = (await alice.get(`/svc/v1/mcps/${g.id}`)).body.instance.url as string;
+      byUrl.set(url, [...(byUrl.get(url) ?? []), g.id]);
+    }
+    const created = await alice.post('/svc/v1/keys', { name: 'hardening', mcp_servers: [...byUrl].map(([url, instance_ids]) => ({ url, instance_ids })) });
+    expect(created.status, created.text).toBe(201);
+    key = created.body.key;
+  });
+  afterAll(async () => {
+    await d.stop();
+    await Promise.all([express.close(), bad.close(), sdk.close()]);
+  });
+
+  const proxy = (name: string) => `${d.url}/svc/v1/apps/mcps/${ids[name]}/mcp`;
+  const post = (name: string, body: string | Buffer, contentType = 'application/json') =>
+    fetch(proxy(name), { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': contentType, Accept: 'application/json, text/event-stream' }, body });
+  const call = (tool: string) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: tool, arguments: {} } });
+
+  describe('item 1: the allow-list cannot be bypassed with another encoding', () => {
+    it('control: the allowed tool runs, the forbidden one is refused before it goes upstream', async () => {
+      const ok = await post('express', call('echo'));
+      expect(ok.status).toBe(200);
+      expect(express.ran).toContain('echo');
+      const refused = await (await post('express', call('secret_tool'))).json();
+      expect(refused.error.message).toMatch(/not allowed/);
+      expect(express.ran).not.toContain('secret_tool');
+    });
+
+    it('a UTF-7 body ("tools/+AGM-all") is 415 and never reaches the upstream that would decode it', async () => {
+      const utf7 = '{"jsonrpc":"2.0","id":8,"method":"tools/+AGM-all","params":{"name":"secret+AF8-tool","arguments":{}}}';
+      for (const type of ['application/json; charset=utf-7', 'application/json;charset="UTF-7"', 'application/json; charset=utf-16le', 'text/plain']) {
+        const res = await post('express', utf7, type);
+        expect(res.status, type).toBe(415);
+        expect((await res.json()).error.code).toBe('unsupported_media_type');
+      }
+      const list = await post('express', '{"jsonrpc":"2.0","id":9,"method":"tools/+AGw-ist"}', 'application/json; charset=utf-7');
+      expect(list.status).toBe(415);
+      expect(express.ran).not.toContain('secret_tool');
+    });
+
+    it('UTF-16 bytes, invalid UTF-8 and JSON escapes: refused or seen for what they are', async () => {
+      const utf16 = Buffer.from(`\ufeff${call('secret_tool')}`, 'utf16le');
+      expect((await post('express', utf16)).status).toBe(400);
+      expect((await post('express', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]))).status).toBe(400);
+      // "tools/\u0063all" and "secret\u005ftool" are tools/call of secret_tool once decoded: refused
+      const escaped = await (await post('express', '{"jsonrpc":"2.0","id":10,"method":"tools/\\u0063all","params":{"name":"secret\\u005ftool","arguments":{}}}')).json();
+      expect(escaped.error.message).toMatch(/not allowed/);
+      // an explicit utf-8 charset is fine, and is what goes upstream
+      expect((await post('express', call('echo'), 'application/json; charset=UTF-8')).status).toBe(200);
+      expect(express.ran).not.toContain('secret_tool');
+    });
+  });
+
+  describe("item 3: the instance's credential never comes back", () => {
+    it('an upstream 401 quoting it is a 502 upstream_rejected that does not', async () => {
+      const res = await post('refuses', call('x'));
+      expect(res.status).toBe(502);
+      const text = await res.text();
+      expect(JSON.parse(text).error).toMatchObject({ type: 'upstream_error', code: 'upstream_rejected' });
+      expect(text).not.toContain(INSTANCE_SECRET);
+      expect(res.headers.get('www-authenticate')).toBeNull();
+    });
+
+    it('an upstream error quoting it with \\u escapes is relayed scrubbed', async () => {
+      const res = await post('echoes', call('x'));
+      expect(res.status).toBe(400);
+      const text = await res.text();
+      expect(JSON.parse(text).error.message).toContain('[redacted]');
+      expect(JSON.stringify(JSON.parse(text))).not.toContain(INSTANCE_SECRET);
+    });
+  });
+
+  describe('item 10: an upstream that stalls or breaks off never hangs the app or hands it half an answer', () => {
+    it('headers then silence: 504 in the contract shape', async () => {
+      const res = await post('stalls', call('x'));
+      expect(res.status).toBe(504);
+      expect((await res.json()).error.code).toBe('upstream_timeout');
+    });
+
+    it('a reset mid-body, with or without Content-Length: 502, never a truncated 200', async () => {
+      for (const name of ['resets', 'cut']) {
+        const res = await post(name, call('x'));
+        expect(res.status, name).toBe(502);
+        expect((await res.json()).error.code).toBe('upstream_unavailable');
+      }
+    });
+  });
+
+  it('item 9: the REST tool endpoints end their upstream session after each call', async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await new Api(d.url).post(`/svc/v1/apps/mcps/${ids.sdk}/tools/echo/execute`, { params: { message: `hi ${i}` } }, { Authorization: `Bearer ${key}` });
+      expect(res.status, res.text).toBe(200);
+    }
+    expect((await new Api(d.url).post(`/svc/v1/apps/mcps/${ids.sdk}/tools/refresh`, undefined, { Authorization: `Bearer ${key}` })).status).toBe(200);
+    expect(sdk.seen.filter((r) => r.method === 'DELETE').length).toBeGreaterThanOrEqual(6);
+    expect(sdk.sessions.size).toBe(0);
+  });
+});
