@@ -14,6 +14,7 @@ import { requireSession, sessionMiddleware } from './auth/sessions.js';
 import { UsersService } from './auth/users.js';
 import type { AppDeps, AppState } from './http/context.js';
 import { appCors } from './http/cors.js';
+import { limitPerGrant } from './http/grant-limits.js';
 import { bodyReadError, errorMiddleware } from './http/errors-middleware.js';
 import { apiKeyRoutes } from './keys/routes.js';
 import { ApiKeysService, ApiKeyVerifier } from './keys/service.js';
@@ -105,7 +106,9 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier });
   }
   const issuer = authorizationServer?.issuer ?? config.issuer!;
-  const bearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.store, deps.clock, metadataUrl));
+  const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.store, deps.clock, metadataUrl));
+  const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
+  const bearer: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => perGrant(ctx, next));
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());

@@ -39,6 +39,9 @@ export interface Config {
   requestRetentionDays: number;
   /** Revoked access requests are removed after this many days; 0 keeps them. */
   revokedRetentionDays: number;
+  /** Upstream calls one grant may have in flight, and MCP streams it may hold open (0 = no limit). */
+  grantConcurrency: number;
+  grantStreams: number;
   /** Undecided drafts per app_client_id, and in all (429 beyond). */
   maxDraftsPerClient: number;
   maxDrafts: number;
@@ -67,6 +70,8 @@ export interface ConfigFlags {
   dynamicClientRetentionDays?: string | number;
   requestRetentionDays?: string | number;
   revokedRetentionDays?: string | number;
+  grantConcurrency?: string | number;
+  grantStreams?: string | number;
   maxDraftsPerClient?: string | number;
   maxDrafts?: string | number;
   downloadQuota?: string;
@@ -174,6 +179,8 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     dynamicClientRetentionDays: integer(pick(flags.dynamicClientRetentionDays, 'SVC_DYNAMIC_CLIENT_RETENTION_DAYS') ?? 30, 'dynamic-client-retention-days', 0, 36_500),
     requestRetentionDays: integer(pick(flags.requestRetentionDays, 'SVC_REQUEST_RETENTION_DAYS') ?? 7, 'request-retention-days', 0, 36_500),
     revokedRetentionDays: integer(pick(flags.revokedRetentionDays, 'SVC_REVOKED_RETENTION_DAYS') ?? 30, 'revoked-retention-days', 0, 36_500),
+    grantConcurrency: integer(pick(flags.grantConcurrency, 'SVC_GRANT_CONCURRENCY') ?? 32, 'grant-concurrency', 0, 100_000),
+    grantStreams: integer(pick(flags.grantStreams, 'SVC_GRANT_STREAMS') ?? 8, 'grant-streams', 0, 100_000),
     maxDraftsPerClient: integer(pick(flags.maxDraftsPerClient, 'SVC_MAX_DRAFTS_PER_CLIENT') ?? 20, 'max-drafts-per-client', 1, 1_000_000),
     maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),
     downloadQuotaBytes: parseSize(String(pick(flags.downloadQuota, 'SVC_DOWNLOAD_QUOTA') ?? '50GiB'), 'download-quota'),

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
+import { startUpstream } from './helpers/upstream.js';
 
 /**
  * Issue 11's MCP proxy findings, each reproduced against a real upstream on 127.0.0.1: another
@@ -125,7 +126,7 @@ describe('MCP proxy hardening (issue 11)', () => {
 
   const proxy = (name: string) => `${d.url}/svc/v1/apps/mcps/${ids[name]}/mcp`;
   const post = (name: string, body: string | Buffer, contentType = 'application/json') =>
-    fetch(proxy(name), { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': contentType, Accept: 'application/json, text/event-stream' }, body });
+    fetch(proxy(name), { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': contentType, Accept: 'application/json, text/event-stream' }, body: typeof body === 'string' ? body : new Uint8Array(body) });
   const call = (tool: string) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: tool, arguments: {} } });
 
   describe('item 1: the allow-list cannot be bypassed with another encoding', () => {
@@ -206,5 +207,66 @@ describe('MCP proxy hardening (issue 11)', () => {
     expect((await new Api(d.url).post(`/svc/v1/apps/mcps/${ids.sdk}/tools/refresh`, undefined, { Authorization: `Bearer ${key}` })).status).toBe(200);
     expect(sdk.seen.filter((r) => r.method === 'DELETE').length).toBeGreaterThanOrEqual(6);
     expect(sdk.sessions.size).toBe(0);
+  });
+});
+
+describe('item 6: one grant cannot starve the others', () => {
+  it('past its share of calls in flight or open MCP streams a grant gets 429 with Retry-After, while another grant goes straight through', async () => {
+    const d = await startTestDaemon({ config: { grantConcurrency: 3, grantStreams: 2 } });
+    const slow = await startUpstream({ chunkDelayMs: 400, chunks: 4 });
+    // an MCP server whose GET stream stays open, as a listening host's does
+    const held = http.createServer((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(': open\n\n');
+    });
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
+    const streams: AbortController[] = [];
+    try {
+      const admin = await new Api(d.url).login('admin', d.adminPassword);
+      expect((await admin.post('/svc/v1/providers', { name: 'slow', base_url: slow.url })).status).toBe(201);
+      const mcpUrl = `http://127.0.0.1:${(held.address() as AddressInfo).port}/mcp`;
+      const instance = (await admin.post('/svc/v1/mcps', { name: 'held', url: mcpUrl })).body.instance.id as string;
+      const keyFor = async (name: string) =>
+        (await admin.post('/svc/v1/keys', { name, mcp_servers: [{ url: mcpUrl, instance_ids: [instance] }] })).body.key as string;
+      const [hog, other] = [await keyFor('hog'), await keyFor('other')];
+      const chat = (key: string) =>
+        fetch(`${d.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ model: 'fake-model', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+        });
+      const running = [chat(hog), chat(hog), chat(hog)];
+      const started = await Promise.all(running);
+      expect(started.map((r) => r.status)).toEqual([200, 200, 200]);
+      const refused = await chat(hog);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect((await refused.json()).error.code).toBe('rate_limited');
+      const others = await chat(other);
+      expect(others.status).toBe(200);
+      await Promise.all([...started, others].map((r) => r.text()));
+      // the slots come back once the calls are over
+      const again = await chat(hog);
+      expect(again.status).toBe(200);
+      await again.text();
+
+      const listen = (key: string) => {
+        const ac = new AbortController();
+        streams.push(ac);
+        return fetch(`${d.url}/svc/v1/apps/mcps/${instance}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: ac.signal });
+      };
+      expect((await listen(hog)).status).toBe(200);
+      expect((await listen(hog)).status).toBe(200);
+      const third = await listen(hog);
+      expect(third.status).toBe(429);
+      expect((await third.json()).error.message).toMatch(/open MCP streams/);
+      expect((await listen(other)).status).toBe(200);
+    } finally {
+      for (const ac of streams) ac.abort();
+      held.closeAllConnections();
+      await new Promise<void>((r) => held.close(() => r()));
+      await slow.close();
+      await d.stop();
+    }
   });
 });

@@ -34,6 +34,8 @@ export function registerServe(program: Command, o: Output): void {
     .option('--dynamic-client-max <n>', 'most self-registered OAuth clients kept at once, 0 = no registration (env SVC_DYNAMIC_CLIENT_MAX)')
     .option('--request-retention-days <n>', 'remove expired, denied and failed access requests after n days, 0 = keep (env SVC_REQUEST_RETENTION_DAYS)')
     .option('--revoked-retention-days <n>', 'remove revoked access requests after n days, 0 = keep (env SVC_REVOKED_RETENTION_DAYS)')
+    .option('--grant-concurrency <n>', 'upstream calls one grant may have in flight, 429 beyond, 0 = no limit (env SVC_GRANT_CONCURRENCY)')
+    .option('--grant-streams <n>', 'MCP streams one grant may hold open, 429 beyond, 0 = no limit (env SVC_GRANT_STREAMS)')
     .option('--max-drafts-per-client <n>', 'undecided access requests per app_client_id, 429 beyond (env SVC_MAX_DRAFTS_PER_CLIENT)')
     .option('--max-drafts <n>', 'undecided access requests in all, 429 beyond (env SVC_MAX_DRAFTS)')
     .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
