@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
+import { ACCESS_REQUEST_SCOPE_PREFIX } from '../auth/bearer.js';
 import { appRoleAtMost, maxGrantableRole, lowerAppRole } from '../auth/roles.js';
 import { AppError, conflict, forbidden, invalidBody, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
@@ -8,7 +9,7 @@ import type { AccessRequestRecord, AppRole, AuthorizeOrigin, Db, UserRecord } fr
 import type { Store } from '../store/store.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
 
-export const scopeFor = (id: string) => `scope_access_request:${id}`;
+export const scopeFor = (id: string) => `${ACCESS_REQUEST_SCOPE_PREFIX}${id}`;
 
 /** What the app registry knows of a client (name, description); empty until one is registered. */
 export type AppInfoLookup = (clientId: string) => { name?: string; description?: string; redirect_uris?: string[] } | undefined;

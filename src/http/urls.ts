@@ -34,8 +34,3 @@ export const httpUrl = z
     return url.href;
   })
   .meta({ format: 'uri', description: 'Absolute http(s) URL without credentials' });
-
-export function normalizeUrl(value: string): string | null {
-  const parsed = httpUrl.safeParse(value);
-  return parsed.success ? parsed.data : null;
-}

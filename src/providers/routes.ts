@@ -16,7 +16,7 @@ export function providerRoutes(providers: ProvidersService): AnyRouteDef[] {
       responses: { 200: { description: 'Providers', schema: z.object({ data: z.array(provider) }) } },
       errors: [401, 403],
       handler(ctx) {
-        providers.requireManager(ctx.state.user!);
+        providers.requirePowerUser(ctx.state.user!);
         return { data: providers.list().map(toPublicProvider) };
       },
     }),

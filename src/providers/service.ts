@@ -50,7 +50,7 @@ export class ProvidersService {
     private readonly logger: Logger,
   ) {}
 
-  requireManager(actor: UserRecord): void {
+  requirePowerUser(actor: UserRecord): void {
     if (!atLeast(actor.role, 'power_user')) throw forbidden('Providers are managed by power users and above.');
   }
 
@@ -84,7 +84,7 @@ export class ProvidersService {
   }
 
   async create(actor: UserRecord, input: z.output<typeof createProviderBody>): Promise<ProviderRecord> {
-    this.requireManager(actor);
+    this.requirePowerUser(actor);
     const record: ProviderRecord = {
       name: input.name,
       base_url: input.base_url.replace(/\/+$/, ''),
@@ -105,7 +105,7 @@ export class ProvidersService {
 
   /** Asks the provider's GET /models; a failure is recorded, not thrown, so an offline server can be added. */
   async refresh(actor: UserRecord, name: string): Promise<ProviderRecord> {
-    this.requireManager(actor);
+    this.requirePowerUser(actor);
     const p = this.get(name);
     let discovered: string[] | null = null;
     let error: string | null = null;
@@ -132,7 +132,7 @@ export class ProvidersService {
   }
 
   async remove(actor: UserRecord, name: string): Promise<void> {
-    this.requireManager(actor);
+    this.requirePowerUser(actor);
     this.get(name);
     await this.store.update((db) => {
       db.providers = providersOf(db).filter((p) => p.name !== name);

@@ -118,10 +118,3 @@ export async function readBody(body: Readable, limit = 32 * 1024 * 1024, name?: 
 export function upstreamUrl(baseUrl: string, path: string): URL {
   return new URL(`${baseUrl.replace(/\/+$/, '')}${path}`);
 }
-
-/** Closes idle upstream connections (daemon shutdown). */
-export async function closeUpstreams(): Promise<void> {
-  const all = [...pools.values()];
-  pools.clear();
-  await Promise.all(all.map((p) => p.close().catch(() => undefined)));
-}

@@ -36,4 +36,3 @@ export class SecretBox {
   }
 }
 
-export const isSealed = (value: string) => value.startsWith(PREFIX);
