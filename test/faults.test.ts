@@ -3,9 +3,87 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { Adapter } from 'lowdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { AccessRequestsService } from '../src/access-requests/service.js';
+import { createLogger } from '../src/log.js';
+import { type Db, emptyDb, type UserRecord } from '../src/store/schema.js';
+import { Store } from '../src/store/store.js';
+import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
+
+/** A disk whose writes wait until the test lets them finish or fail: the moment between a decision and its durability, held open. */
+function heldDisk(initial: Db) {
+  let onDisk = structuredClone(initial);
+  const held: { resolve: () => void; reject: (err: Error) => void; data: Db }[] = [];
+  let arrived: () => void = () => undefined;
+  const adapter: Adapter<Db> = {
+    read: async () => structuredClone(onDisk),
+    write: (data: Db) =>
+      new Promise<void>((resolve, reject) => {
+        held.push({ data: structuredClone(data), resolve, reject });
+        arrived();
+      }),
+  };
+  return {
+    adapter,
+    onDisk: () => onDisk,
+    /** what the write waiting now would put on disk */
+    writing: () => held[0]?.data,
+    /** resolves once a write is waiting */
+    nextWrite: () => new Promise<void>((r) => (held.length > 0 ? r() : (arrived = r))),
+    succeed() {
+      const w = held.shift()!;
+      onDisk = w.data;
+      w.resolve();
+    },
+    fail(code = 'ENOSPC') {
+      held.shift()!.reject(Object.assign(new Error(`${code}: no space left on device, write`), { code }));
+    },
+  };
+}
+
+describe('what apps read is what is on disk', () => {
+  const reviewer: UserRecord = { id: 'u1', username: 'admin', role: 'admin', password_hash: 'x', created_at: new Date().toISOString() };
+  const setup = async () => {
+    const disk = heldDisk({ ...emptyDb(), users: [reviewer] });
+    const store = await Store.open(await tempDir(), disk.adapter);
+    const requests = new AccessRequestsService(store, Date.now, createLogger('silent'));
+    const created = requests.create({ app_client_id: 'app', flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1', mcp_servers: [] } } as never);
+    await disk.nextWrite();
+    // not acknowledged, not on disk: the app cannot see it yet
+    expect(() => requests.poll(disk.writing()!.access_requests[0].id, 'app')).toThrow(/No such access request/);
+    disk.succeed();
+    const { id } = await created;
+    return { disk, store, requests, id };
+  };
+
+  it('a decision whose write fails is never seen as approved, while it is written nor after', async () => {
+    const { disk, requests, id } = await setup();
+    const approving = requests.approve(reviewer, id, { approved_role: 'scope_user_user' } as never);
+    await disk.nextWrite();
+    // the approval is in flight: a poll (and a Bearer check, which reads the same records) sees what is on disk
+    expect(requests.poll(id, 'app').status).toBe('draft');
+    expect(requests.approvedScopesFor('app')).toEqual([]);
+    disk.fail();
+    await expect(approving).rejects.toMatchObject({ status: 503, code: 'store_unavailable' });
+    expect(requests.poll(id, 'app').status).toBe('draft');
+    expect(disk.onDisk().access_requests[0].status).toBe('draft');
+  });
+
+  it('a decision becomes visible once it is durable, and two concurrent decisions still have one winner', async () => {
+    const { disk, requests, id } = await setup();
+    const approving = requests.approve(reviewer, id, { approved_role: 'scope_user_user' } as never);
+    const denying = requests.deny(reviewer, id);
+    await expect(denying).rejects.toMatchObject({ code: 'already_processed' });
+    await disk.nextWrite();
+    expect(requests.poll(id, 'app').status).toBe('draft');
+    disk.succeed();
+    expect((await approving).status).toBe('approved');
+    expect(disk.onDisk().access_requests[0].status).toBe('approved');
+    expect(requests.poll(id, 'app').status).toBe('approved');
+  });
+});
 
 /** A small tmpfs of our own: real ENOSPC and EROFS, as root can have them. */
 function mountTmpfs(dir: string, size: string): boolean {
@@ -72,6 +150,34 @@ describe.skipIf(!canMount)('a full or read-only disk during writes', () => {
     expect(again.status).toBe(201);
     expect(await rows()).toBe(before + 1);
     expect(JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8')).access_requests.some((r: { id: string }) => r.id === again.body.id)).toBe(true);
+  });
+
+  it('an approval the full disk refuses is never seen as approved by polls running alongside it', async () => {
+    const app = new Api(d.url);
+    const drafts: string[] = [];
+    for (let i = 0; i < 5; i++) drafts.push((await app.post('/svc/v1/apps/request-access', createBody())).body.id);
+    const filler = path.join(mountDir, 'filler');
+    try {
+      writeFileSync(filler, Buffer.alloc(8 * 1024 * 1024));
+    } catch {
+      /* ENOSPC: full */
+    }
+    try {
+      const seen: string[] = [];
+      await Promise.all(
+        drafts.map(async (id) => {
+          const poll = async () => {
+            for (let i = 0; i < 15; i++) seen.push((await new Api(d.url).get(`/svc/v1/apps/access-requests/${id}?app_client_id=demo-app`)).body.status);
+          };
+          const [approve] = await Promise.all([admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' }), poll(), poll(), poll()]);
+          expect(approve.status).toBe(503);
+        }),
+      );
+      expect(seen.length).toBe(drafts.length * 45);
+      expect(seen.filter((s) => s !== 'draft')).toEqual([]);
+    } finally {
+      rmSync(filler);
+    }
   });
 
   it('refuses writes on a read-only data dir and serves reads', async () => {
