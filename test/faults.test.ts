@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Adapter } from 'lowdb';
@@ -11,6 +12,7 @@ import { type Db, emptyDb, type UserRecord } from '../src/store/schema.js';
 import { Store } from '../src/store/store.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
+import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 
 /** A disk whose writes wait until the test lets them finish or fail: the moment between a decision and its durability, held open. */
 function heldDisk(initial: Db) {
@@ -206,3 +208,38 @@ describe.skipIf(!canMount)('a full or read-only disk during writes', () => {
     expect(after).toEqual(acknowledged);
   });
 });
+
+describe('an app that hangs up while sending its body', () => {
+  it('is routine: no error logged, no 500, on the data plane (with a valid token) and the control plane', async () => {
+    const d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    try {
+      const admin = await new Api(d.url).login('admin', d.adminPassword);
+      const { clientId, secret } = await registerClient(admin);
+      const { scope } = await approvedScope(d, admin, clientId);
+      const token = (await authorize(await oidcConfig(d, clientId, secret), admin, scope)).tokens!.access_token;
+      const paths = ['/v1/chat/completions', '/v1/embeddings', '/svc/v1/apps/request-access'];
+      for (const p of paths) {
+        const socket = net.connect(d.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        await new Promise((r) => socket.once('connect', r));
+        socket.write(
+          `POST ${p} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"model":"m","messages":[`,
+        );
+        const before = d.logs.length;
+        // the daemon is reading the body (give it the headers' worth of a moment), then the app is gone
+        await new Promise((r) => setTimeout(r, 50));
+        socket.destroy();
+        await until(() => d.logs.slice(before).some((l) => l.includes(`"path":"${p}"`) && l.includes('"msg":"request"')));
+      }
+      const lines = d.logs.map((l) => JSON.parse(l) as { level: number; msg: string; status?: number; path?: string });
+      expect(lines.filter((l) => l.level >= 40), 'warnings or errors logged').toEqual([]);
+      for (const p of paths) expect(lines.filter((l) => l.msg === 'request' && l.path === p).pop()?.status, p).toBe(400);
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
+async function until(test: () => boolean): Promise<void> {
+  for (let i = 0; i < 2000 && !test(); i++) await new Promise((r) => setTimeout(r, 5));
+}
