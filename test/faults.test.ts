@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -11,6 +11,7 @@ import { createLogger } from '../src/log.js';
 import { type Db, emptyDb, type UserRecord } from '../src/store/schema.js';
 import { Store } from '../src/store/store.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
+import { BIN, cleanEnv, REPO, startServe } from './helpers/cli.js';
 import { Api, createBody } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 
@@ -206,6 +207,87 @@ describe.skipIf(!canMount)('a full or read-only disk during writes', () => {
     admin = await new Api(d.url).login('admin', password);
     const after = (await admin.get('/svc/v1/access-requests')).body.data.map((r: { id: string }) => r.id).sort();
     expect(after).toEqual(acknowledged);
+  });
+});
+
+/** One `svc serve`: its exit code and stderr, or `listening` (then stopped) when it came up. */
+async function serveOnce(dataDir: string, env: Record<string, string>): Promise<{ listening: boolean; exitCode: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  let listening = false;
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+    out += c;
+    if (!listening && out.includes('svc listening')) {
+      listening = true;
+      child.kill('SIGTERM');
+    }
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const exitCode = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  clearTimeout(timer);
+  return { listening, exitCode, stdout: out, stderr: err };
+}
+
+const firstStartMount = path.join(os.tmpdir(), `svc-faults-first-${process.pid}`);
+const canMountFirst = process.getuid?.() === 0 && mountTmpfs(firstStartMount, '1m');
+
+describe.skipIf(!canMountFirst)('a full disk at the first start', () => {
+  afterAll(() => {
+    try {
+      execFileSync('umount', [firstStartMount], { stdio: 'ignore' });
+    } catch {
+      /* already gone */
+    }
+    rmSync(firstStartMount, { recursive: true, force: true });
+  });
+
+  it('names the file it could not write, leaves no lock, and starts once there is room', { timeout: 120_000 }, async () => {
+    const dataDir = path.join(firstStartMount, 'data');
+    mkdirSync(dataDir, { mode: 0o700 });
+    // Pages to give back one at a time, so that each start gets a little further before the disk is full.
+    const spare = Array.from({ length: 12 }, (_, i) => path.join(firstStartMount, `spare-${i}`));
+    for (const f of spare) writeFileSync(f, Buffer.alloc(4096));
+    try {
+      writeFileSync(path.join(firstStartMount, 'filler'), Buffer.alloc(2 * 1024 * 1024));
+    } catch {
+      /* ENOSPC: full */
+    }
+    const env = cleanEnv({ SVC_KEYCHAIN: 'file', SVC_HOME: dataDir });
+    const named = new Set<string>();
+    const banner = /shown only once\):\s*\n\s*\n\s+(\S+)/;
+    let password: string | undefined;
+    let started = false;
+    for (let freed = 0; freed <= spare.length && !started; freed++) {
+      if (freed > 0) rmSync(spare[freed - 1]);
+      const r = await serveOnce(dataDir, env);
+      if (r.listening) {
+        started = true;
+        password = banner.exec(r.stdout)?.[1];
+        break;
+      }
+      expect(r.exitCode, r.stderr).toBe(1);
+      const m = /^svc: Cannot write (\S+): the disk is full \(ENOSPC\)$/m.exec(r.stderr);
+      expect(m, r.stderr).not.toBeNull();
+      expect(m![1].startsWith(`${dataDir}/`), r.stderr).toBe(true);
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+      named.add(path.basename(m![1]));
+      expect(existsSync(path.join(dataDir, 'daemon.lock')), 'a failed start left its lock').toBe(false);
+      expect(existsSync(path.join(dataDir, 'daemon.json'))).toBe(false);
+    }
+    console.info(`first start on a full disk named: ${[...named].join(', ')}`);
+    expect(named.size).toBeGreaterThan(1);
+    rmSync(path.join(firstStartMount, 'filler'));
+    // The start that came up showed the admin password (the first one to get that far did), and it works.
+    const s = await startServe(dataDir, env);
+    try {
+      password = banner.exec(s.stdout())?.[1] ?? password;
+      expect(password, s.stdout()).toBeTruthy();
+      expect((await new Api(s.url).post('/svc/v1/auth/login', { username: 'admin', password })).status).toBe(200);
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
   });
 });
 
