@@ -14,13 +14,20 @@ import { resolveConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
 import { createLogger } from '../src/log.js';
 import { BIN, cleanEnv, closedPort, REPO, runSvc, startServe } from './helpers/cli.js';
-import { noKeychain, tempDir } from './helpers/daemon.js';
+import { noKeychain, tempDir as makeTempDir } from './helpers/daemon.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
 const children = new Set<ChildProcess>();
-afterAll(() => {
+const dirs: string[] = [];
+const tempDir = async () => {
+  const dir = await makeTempDir();
+  dirs.push(dir);
+  return dir;
+};
+afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');
+  for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 
 const envFor = (dataDir: string) => cleanEnv({ SVC_KEYCHAIN: 'file', SVC_HOME: dataDir, NO_COLOR: '1' });
