@@ -1,10 +1,15 @@
 #!/usr/bin/env node
-import { main } from '../dist/cli/main.js';
+import { main, outputClosed } from '../dist/cli/main.js';
 
-// `svc ... | head` closes the pipe early; that is not an error worth a stack trace.
+// `svc ... | head` closes the pipe early (EPIPE), a closed terminal fails writes (EIO); neither is
+// an error worth a stack trace. `svc serve` takes it as a request to stop, and stops cleanly
+// (outputClosed answers true).
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (err) => {
-    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    if (err.code === 'EPIPE' || err.code === 'EIO') {
+      if (!outputClosed()) process.exit(process.exitCode ?? 0);
+      return;
+    }
     throw err;
   });
 }

@@ -223,7 +223,8 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   for (const app of [koa, dataPlane]) {
     app.silent = true;
     app.on('error', (err: NodeJS.ErrnoException) => {
-      const routine = err?.code === 'ECONNRESET' || err?.code === 'EPIPE' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE' || /premature close|aborted/i.test(err?.message ?? '');
+      // HPE_INVALID_EOF_STATE: the client closed while its body was still coming.
+      const routine = err?.code === 'ECONNRESET' || err?.code === 'EPIPE' || err?.code === 'ERR_STREAM_PREMATURE_CLOSE' || err?.code === 'HPE_INVALID_EOF_STATE' || /premature close|aborted/i.test(err?.message ?? '');
       deps.logger[routine ? 'debug' : 'warn']({ err: err?.message, code: err?.code }, 'response error');
     });
   }

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, open, rename, unlink } from 'node:fs/promises';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { chmod, mkdir, unlink } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { type App, createApp } from './app.js';
 import { generatePassword } from './auth/password.js';
@@ -10,8 +10,9 @@ import { type Config, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
 import { createLogger, type Logger } from './log.js';
 import { SecretBox } from './store/crypto.js';
+import { FileWriteError, writeFileDurably } from './store/durable-file.js';
 import { lockDataDir } from './store/lock.js';
-import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
+import { checkStoreKey, type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
 import { DAEMON_FILE } from './daemon-info.js';
@@ -32,8 +33,17 @@ export interface DaemonOptions {
   clock?: Clock;
   keychain?: Keychain;
   logger?: Logger;
-  /** where the one-time notices (first admin password, key fallback) go; stderr by default */
-  notify?: (line: string) => void;
+  /**
+   * where the one-time notices (first admin password, key fallback) go; stderr by default. A
+   * promise that rejects means the notice was not shown (a closed stdout).
+   */
+  notify?: (line: string) => void | Promise<void>;
+  /**
+   * Aborting it at any point of startup stops the start: what was done is undone (the lock,
+   * daemon.json) and startDaemon rejects with StartupAbortedError. After startup it does nothing;
+   * call close().
+   */
+  signal?: AbortSignal;
 }
 
 export interface Daemon {
@@ -44,31 +54,15 @@ export interface Daemon {
   app: App;
   deps: AppDeps;
   keyBackend: KeyBackend;
-  /** set only on the start that created the first admin */
+  /** set only on the start that created the first admin (or gave it a new password, its first one never shown) */
   initialAdminPassword?: string;
   close(): Promise<void>;
-}
-
-async function writePrivateFile(file: string, text: string): Promise<void> {
-  const tmp = `${file}.tmp`;
-  const handle = await open(tmp, 'w', 0o600);
-  try {
-    await handle.writeFile(text);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(tmp, file);
 }
 
 /** First start: the meta record with the key check and the sealed cookie-signing keys. */
 async function initMeta(store: Store, box: SecretBox, backend: KeyBackend, clock: Clock): Promise<void> {
   if (store.data.meta) {
-    try {
-      if (box.open('meta', 'key_check', store.data.meta.key_check) !== 'svc') throw new Error('mismatch');
-    } catch {
-      throw new Error('The master key does not open this store (wrong keychain entry or master.key?). Nothing was changed.');
-    }
+    checkStoreKey(box, store.data.meta.key_check);
     return;
   }
   await store.update((db) => {
@@ -82,60 +76,115 @@ async function initMeta(store: Store, box: SecretBox, backend: KeyBackend, clock
   });
 }
 
+/** The header that lets the daemon's own first login through while everyone else gets 503. */
+const SETUP_HEADER = 'x-svc-setup';
+
 /** Logs the local CLI in over HTTP, exactly as `svc login` would, and keeps its cookie. */
-async function loginCli(url: string, username: string, password: string): Promise<string> {
+async function loginCli(url: string, setupToken: string, username: string, password: string, store: Store): Promise<string> {
   const res = await fetch(`${url}/svc/v1/auth/login`, {
     method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
+    headers: { 'Content-Type': 'application/json', [SETUP_HEADER]: setupToken },
     body: JSON.stringify({ username, password }),
   });
-  if (!res.ok) throw new Error(`first login failed with ${res.status}`);
+  await res.arrayBuffer();
+  if (!res.ok) {
+    // the session could not be written (a full disk): say which file, as every other step does
+    if (res.status === 503 && store.lastWriteError instanceof FileWriteError) throw store.lastWriteError;
+    throw new Error(`first login failed with ${res.status}`);
+  }
   return res.headers
     .getSetCookie()
     .map((c) => c.split(';')[0])
     .join('; ');
 }
 
+/** What every request gets until setup is complete: CONTRACT §5's shape, and when to come back. */
+function answerStarting(res: http.ServerResponse): void {
+  const body = JSON.stringify({ error: { message: 'svc is starting; try again in a moment.', type: 'server_error', code: 'starting' } });
+  res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1', 'Cache-Control': 'no-store' });
+  res.end(body);
+}
+
+/** Thrown by startDaemon when its signal aborts it: everything it had done is undone. */
+export class StartupAbortedError extends Error {
+  constructor() {
+    super('svc was stopped while starting');
+    this.name = 'StartupAbortedError';
+  }
+}
+
 /**
  * Starts the daemon: lock the data dir, open the store (refusing a corrupt one), find the master
- * key, create the first admin on an empty store, then listen.
+ * key, listen (answering 503 to everyone), wire the app, create the first admin on an empty store
+ * and log the local CLI in; only then serve.
  */
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
-  const { config } = opts;
+  const { config, signal } = opts;
   const clock = opts.clock ?? Date.now;
   const logger = opts.logger ?? createLogger(config.logLevel);
-  const notify = opts.notify ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const notify = opts.notify ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const checkpoint = () => {
+    if (signal?.aborted) throw new StartupAbortedError();
+  };
 
+  checkpoint();
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   await chmod(config.dataDir, 0o700);
   const lock = await lockDataDir(config.dataDir);
   const cleanups: (() => Promise<void>)[] = [lock.release];
   const unwind = async () => {
-    for (const fn of cleanups.reverse()) await fn().catch(() => undefined);
+    for (const fn of cleanups.reverse()) await fn().catch((err) => logger.warn({ err: (err as Error)?.message }, 'shutdown step failed'));
   };
 
   try {
+    checkpoint();
     const store = await Store.open(config.dataDir);
     cleanups.push(() => store.close());
+    checkpoint();
     const master = await resolveMasterKey({
       dataDir: config.dataDir,
       existingBackend: store.data.meta?.key_backend ?? null,
       preference: config.keychain,
       keychain: opts.keychain ?? osKeychain,
     });
-    if (master.notice) notify(`svc: ${master.notice}`);
+    if (master.notice) await notify(`svc: ${master.notice}`);
+    checkpoint();
     const box = new SecretBox(master.key);
     await initMeta(store, box, master.backend, clock);
     const sessionKeys = JSON.parse(box.open('meta', 'session_keys', store.data.meta!.session_keys)) as string[];
+    checkpoint();
 
     // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
-    // Until the app is wired, requests get a plain 503.
-    let handler: http.RequestListener = (_req, res) => {
-      res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
-      res.end(JSON.stringify({ error: { message: 'svc is starting', type: 'server_error', code: 'starting' } }));
+    // Until setup is complete every request gets a 503 with Retry-After, so nothing can find the
+    // daemon half-made (no admin yet, the CLI not yet logged in). Only the daemon's own first
+    // login, carrying a token nobody else has, is let through.
+    const setupToken = Buffer.from(randomBytes(32).toString('base64url'));
+    let app: App | null = null;
+    const isSetupRequest = (req: http.IncomingMessage) => {
+      const given = req.headers[SETUP_HEADER];
+      return typeof given === 'string' && given.length === setupToken.length && timingSafeEqual(Buffer.from(given), setupToken);
     };
+    let handler: http.RequestListener = (req, res) => (app && isSetupRequest(req) ? app.callback(req, res) : answerStarting(res));
     const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, (req, res) => handler(req, res));
     server.maxHeadersCount = 100;
+    // Requests in flight per connection: at shutdown a connection with none is closed at once,
+    // including one that never sent a request (a browser's spare socket), which Node's
+    // closeIdleConnections leaves to wait for the timeout.
+    const inFlight = new Map<Socket, number>();
+    let stopping = false;
+    server.on('connection', (socket: Socket) => {
+      inFlight.set(socket, 0);
+      socket.once('close', () => inFlight.delete(socket));
+    });
+    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      const socket = req.socket;
+      inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+      res.once('close', () => {
+        const left = (inFlight.get(socket) ?? 1) - 1;
+        inFlight.set(socket, left);
+        if (stopping && left === 0) socket.destroySoon();
+      });
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(config.port, config.host, () => {
@@ -143,54 +192,77 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         resolve();
       });
     });
-    const port = (server.address() as AddressInfo).port;
-    const url = urlFor(config.host, port);
-    const baseUrl = config.baseUrl ?? url;
     cleanups.push(
       () =>
         new Promise<void>((resolve) => {
-          // In-flight requests finish; idle keep-alive sockets close now, stragglers after 10 s.
-          const force = setTimeout(() => server.closeAllConnections(), 10_000);
+          // In-flight requests finish; every other connection closes now, stragglers after 10 s.
+          stopping = true;
+          const force = setTimeout(() => {
+            logger.warn({ connections: inFlight.size }, 'shutdown: closing connections still busy after 10 s');
+            server.closeAllConnections();
+          }, 10_000);
           force.unref();
           server.close(() => {
             clearTimeout(force);
             resolve();
           });
-          server.closeIdleConnections();
+          for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
         }),
     );
+    checkpoint();
+    const port = (server.address() as AddressInfo).port;
+    const url = urlFor(config.host, port);
+    const baseUrl = config.baseUrl ?? url;
 
-    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
-    const app = await createApp(deps, { sessionKeys, port });
-    handler = app.callback;
-    cleanups.push(() => app.close());
-
-    let initialAdminPassword: string | undefined;
-    if (store.data.users.length === 0) {
-      initialAdminPassword = generatePassword();
-      await app.users.create(null, { username: 'admin', role: 'admin', password: initialAdminPassword });
-    }
-
+    // Written as soon as the port is open, so a CLI that finds the port finds the daemon (and
+    // waits out the 503s); removed at shutdown, or by the unwind of a start that does not finish.
     const infoFile = path.join(config.dataDir, DAEMON_FILE);
     const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString() };
-    await writePrivateFile(infoFile, JSON.stringify(info, null, 2));
+    // removed last but the lock, once nothing answers any more
     cleanups.splice(1, 0, () => unlink(infoFile).catch(() => undefined));
+    await writeFileDurably(infoFile, JSON.stringify(info, null, 2));
+    checkpoint();
 
-    if (initialAdminPassword) {
-      const cookie = await loginCli(url, 'admin', initialAdminPassword);
+    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
+    const wired = await createApp(deps, { sessionKeys, port });
+    app = wired;
+    cleanups.push(() => wired.close());
+    checkpoint();
+
+    // The first admin and the mark that its password is unshown are one write; the mark goes
+    // once the password is printed. A start that finds the mark (the first start was killed, or
+    // its disk filled, before the password reached the screen) gives that account a new password
+    // and shows it: nobody knows the old one, so nothing is lost.
+    let initialAdminPassword: string | undefined;
+    let admin = store.data.users.length === 0 ? undefined : wired.users.unshownPasswordUser();
+    const interrupted = admin !== undefined;
+    if (store.data.users.length === 0 || admin) {
+      initialAdminPassword = generatePassword();
+      if (admin) await wired.users.resetUnshownPassword(admin.id, initialAdminPassword);
+      else admin = await wired.users.createFirstAdmin(initialAdminPassword);
+      checkpoint();
+      const cookie = await loginCli(url, setupToken.toString(), admin.username, initialAdminPassword, store);
       await saveCliSession(config.dataDir, master.backend, box, cookie);
-      notify(
+      checkpoint();
+      await notify(
         [
           '',
-          'svc: first start. Created the user "admin" with this password (shown only once):',
+          interrupted
+            ? `svc: the first start was interrupted before the password of "${admin.username}" was shown. It has a new one (shown only once):`
+            : 'svc: first start. Created the user "admin" with this password (shown only once):',
           '',
           `    ${initialAdminPassword}`,
           '',
-          'The svc CLI on this machine is logged in as admin. Use the password for the browser review page.',
+          `The svc CLI on this machine is logged in as ${admin.username}. Use the password for the browser review page.`,
+          ...(interrupted ? [`With svc stopped, \`svc users passwd ${admin.username} --offline\` sets a password at any time.`] : []),
           '',
         ].join('\n'),
       );
+      checkpoint();
+      await wired.users.markPasswordShown(admin.id);
     }
+    checkpoint();
+    handler = wired.callback;
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 
     let closing: Promise<void> | null = null;
@@ -199,7 +271,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       baseUrl,
       port,
       store,
-      app,
+      app: wired,
       deps,
       keyBackend: master.backend,
       initialAdminPassword,

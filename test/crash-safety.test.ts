@@ -3,15 +3,15 @@
  * - every write acknowledged (2xx) before a SIGKILL is there after a restart, and the lock the
  *   dead daemon left behind is taken over;
  * - a second `svc serve` on a data dir in use fails clearly with exit code 1;
- * - a db.json that does not parse stops `svc serve` with a message naming it, and neither the
- *   file nor its last good copy (db.json.bak) is touched.
+ * - a db.json that does not parse, or is missing beside its db.json.bak, stops `svc serve` with a
+ *   message naming it, and neither the file nor its last good copy (db.json.bak) is touched.
  *
  * Needs the build (bin/svc.js runs dist/): `npm test` builds first.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -364,6 +364,27 @@ describe('svc serve refuses a store that does not parse', () => {
       }
     });
   }
+
+  it('a missing db.json beside its .bak: refuses to start, names the .bak and how to restore it, and touches neither', { timeout: 60_000 }, async () => {
+    const file = path.join(dataDir, 'db.json');
+    const bak = path.join(dataDir, 'db.json.bak');
+    const moved = path.join(dataDir, 'db.json.moved');
+    const bakBefore = await readFile(bak);
+    await rename(file, moved);
+    try {
+      const r = await serveExpectingFailure(dataDir);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`The store ${file} is missing`);
+      expect(r.stderr).toContain(`cp '${bak}' '${file}'`);
+      expect(r.stdout).not.toContain('svc listening');
+      expect(r.stdout).not.toContain('shown only once');
+      expect(existsSync(file), 'an empty store was started').toBe(false);
+      expect((await readFile(bak)).equals(bakBefore), 'db.json.bak was changed').toBe(true);
+      expect(existsSync(path.join(dataDir, 'daemon.lock'))).toBe(false);
+    } finally {
+      await rename(moved, file);
+    }
+  });
 
   it('starts again from the last good copy once it is restored by hand', { timeout: 60_000 }, async () => {
     await copyFile(path.join(dataDir, 'db.json.bak'), path.join(dataDir, 'db.json'));

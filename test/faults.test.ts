@@ -1,11 +1,92 @@
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { Adapter } from 'lowdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { AccessRequestsService } from '../src/access-requests/service.js';
+import { createLogger } from '../src/log.js';
+import { type Db, emptyDb, type UserRecord } from '../src/store/schema.js';
+import { Store } from '../src/store/store.js';
+import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
+import { BIN, cleanEnv, REPO, startServe } from './helpers/cli.js';
 import { Api, createBody } from './helpers/http.js';
+import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
+
+/** A disk whose writes wait until the test lets them finish or fail: the moment between a decision and its durability, held open. */
+function heldDisk(initial: Db) {
+  let onDisk = structuredClone(initial);
+  const held: { resolve: () => void; reject: (err: Error) => void; data: Db }[] = [];
+  let arrived: () => void = () => undefined;
+  const adapter: Adapter<Db> = {
+    read: async () => structuredClone(onDisk),
+    write: (data: Db) =>
+      new Promise<void>((resolve, reject) => {
+        held.push({ data: structuredClone(data), resolve, reject });
+        arrived();
+      }),
+  };
+  return {
+    adapter,
+    onDisk: () => onDisk,
+    /** what the write waiting now would put on disk */
+    writing: () => held[0]?.data,
+    /** resolves once a write is waiting */
+    nextWrite: () => new Promise<void>((r) => (held.length > 0 ? r() : (arrived = r))),
+    succeed() {
+      const w = held.shift()!;
+      onDisk = w.data;
+      w.resolve();
+    },
+    fail(code = 'ENOSPC') {
+      held.shift()!.reject(Object.assign(new Error(`${code}: no space left on device, write`), { code }));
+    },
+  };
+}
+
+describe('what apps read is what is on disk', () => {
+  const reviewer: UserRecord = { id: 'u1', username: 'admin', role: 'admin', password_hash: 'x', created_at: new Date().toISOString() };
+  const setup = async () => {
+    const disk = heldDisk({ ...emptyDb(), users: [reviewer] });
+    const store = await Store.open(await tempDir(), disk.adapter);
+    const requests = new AccessRequestsService(store, Date.now, createLogger('silent'));
+    const created = requests.create({ app_client_id: 'app', flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1', mcp_servers: [] } } as never);
+    await disk.nextWrite();
+    // not acknowledged, not on disk: the app cannot see it yet
+    expect(() => requests.poll(disk.writing()!.access_requests[0].id, 'app')).toThrow(/No such access request/);
+    disk.succeed();
+    const { id } = await created;
+    return { disk, store, requests, id };
+  };
+
+  it('a decision whose write fails is never seen as approved, while it is written nor after', async () => {
+    const { disk, requests, id } = await setup();
+    const approving = requests.approve(reviewer, id, { approved_role: 'scope_user_user' } as never);
+    await disk.nextWrite();
+    // the approval is in flight: a poll (and a Bearer check, which reads the same records) sees what is on disk
+    expect(requests.poll(id, 'app').status).toBe('draft');
+    expect(requests.approvedScopesFor('app')).toEqual([]);
+    disk.fail();
+    await expect(approving).rejects.toMatchObject({ status: 503, code: 'store_unavailable' });
+    expect(requests.poll(id, 'app').status).toBe('draft');
+    expect(disk.onDisk().access_requests[0].status).toBe('draft');
+  });
+
+  it('a decision becomes visible once it is durable, and two concurrent decisions still have one winner', async () => {
+    const { disk, requests, id } = await setup();
+    const approving = requests.approve(reviewer, id, { approved_role: 'scope_user_user' } as never);
+    const denying = requests.deny(reviewer, id);
+    await expect(denying).rejects.toMatchObject({ code: 'already_processed' });
+    await disk.nextWrite();
+    expect(requests.poll(id, 'app').status).toBe('draft');
+    disk.succeed();
+    expect((await approving).status).toBe('approved');
+    expect(disk.onDisk().access_requests[0].status).toBe('approved');
+    expect(requests.poll(id, 'app').status).toBe('approved');
+  });
+});
 
 /** A small tmpfs of our own: real ENOSPC and EROFS, as root can have them. */
 function mountTmpfs(dir: string, size: string): boolean {
@@ -74,6 +155,34 @@ describe.skipIf(!canMount)('a full or read-only disk during writes', () => {
     expect(JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8')).access_requests.some((r: { id: string }) => r.id === again.body.id)).toBe(true);
   });
 
+  it('an approval the full disk refuses is never seen as approved by polls running alongside it', async () => {
+    const app = new Api(d.url);
+    const drafts: string[] = [];
+    for (let i = 0; i < 5; i++) drafts.push((await app.post('/svc/v1/apps/request-access', createBody())).body.id);
+    const filler = path.join(mountDir, 'filler');
+    try {
+      writeFileSync(filler, Buffer.alloc(8 * 1024 * 1024));
+    } catch {
+      /* ENOSPC: full */
+    }
+    try {
+      const seen: string[] = [];
+      await Promise.all(
+        drafts.map(async (id) => {
+          const poll = async () => {
+            for (let i = 0; i < 15; i++) seen.push((await new Api(d.url).get(`/svc/v1/apps/access-requests/${id}?app_client_id=demo-app`)).body.status);
+          };
+          const [approve] = await Promise.all([admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' }), poll(), poll(), poll()]);
+          expect(approve.status).toBe(503);
+        }),
+      );
+      expect(seen.length).toBe(drafts.length * 45);
+      expect(seen.filter((s) => s !== 'draft')).toEqual([]);
+    } finally {
+      rmSync(filler);
+    }
+  });
+
   it('refuses writes on a read-only data dir and serves reads', async () => {
     execFileSync('mount', ['-o', 'remount,ro', mountDir]);
     try {
@@ -100,3 +209,119 @@ describe.skipIf(!canMount)('a full or read-only disk during writes', () => {
     expect(after).toEqual(acknowledged);
   });
 });
+
+/** One `svc serve`: its exit code and stderr, or `listening` (then stopped) when it came up. */
+async function serveOnce(dataDir: string, env: Record<string, string>): Promise<{ listening: boolean; exitCode: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  let listening = false;
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (err += c));
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+    out += c;
+    if (!listening && out.includes('svc listening')) {
+      listening = true;
+      child.kill('SIGTERM');
+    }
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const exitCode = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  clearTimeout(timer);
+  return { listening, exitCode, stdout: out, stderr: err };
+}
+
+const firstStartMount = path.join(os.tmpdir(), `svc-faults-first-${process.pid}`);
+const canMountFirst = process.getuid?.() === 0 && mountTmpfs(firstStartMount, '1m');
+
+describe.skipIf(!canMountFirst)('a full disk at the first start', () => {
+  afterAll(() => {
+    try {
+      execFileSync('umount', [firstStartMount], { stdio: 'ignore' });
+    } catch {
+      /* already gone */
+    }
+    rmSync(firstStartMount, { recursive: true, force: true });
+  });
+
+  it('names the file it could not write, leaves no lock, and starts once there is room', { timeout: 120_000 }, async () => {
+    const dataDir = path.join(firstStartMount, 'data');
+    mkdirSync(dataDir, { mode: 0o700 });
+    // Pages to give back one at a time, so that each start gets a little further before the disk is full.
+    const spare = Array.from({ length: 12 }, (_, i) => path.join(firstStartMount, `spare-${i}`));
+    for (const f of spare) writeFileSync(f, Buffer.alloc(4096));
+    try {
+      writeFileSync(path.join(firstStartMount, 'filler'), Buffer.alloc(2 * 1024 * 1024));
+    } catch {
+      /* ENOSPC: full */
+    }
+    const env = cleanEnv({ SVC_KEYCHAIN: 'file', SVC_HOME: dataDir });
+    const named = new Set<string>();
+    const banner = /shown only once\):\s*\n\s*\n\s+(\S+)/;
+    let password: string | undefined;
+    let started = false;
+    for (let freed = 0; freed <= spare.length && !started; freed++) {
+      if (freed > 0) rmSync(spare[freed - 1]);
+      const r = await serveOnce(dataDir, env);
+      if (r.listening) {
+        started = true;
+        password = banner.exec(r.stdout)?.[1];
+        break;
+      }
+      expect(r.exitCode, r.stderr).toBe(1);
+      const m = /^svc: Cannot write (\S+): the disk is full \(ENOSPC\)$/m.exec(r.stderr);
+      expect(m, r.stderr).not.toBeNull();
+      expect(m![1].startsWith(`${dataDir}/`), r.stderr).toBe(true);
+      expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+      named.add(path.basename(m![1]));
+      expect(existsSync(path.join(dataDir, 'daemon.lock')), 'a failed start left its lock').toBe(false);
+      expect(existsSync(path.join(dataDir, 'daemon.json'))).toBe(false);
+    }
+    console.info(`first start on a full disk named: ${[...named].join(', ')}`);
+    expect(named.size).toBeGreaterThan(1);
+    rmSync(path.join(firstStartMount, 'filler'));
+    // The start that came up showed the admin password (the first one to get that far did), and it works.
+    const s = await startServe(dataDir, env);
+    try {
+      password = banner.exec(s.stdout())?.[1] ?? password;
+      expect(password, s.stdout()).toBeTruthy();
+      expect((await new Api(s.url).post('/svc/v1/auth/login', { username: 'admin', password })).status).toBe(200);
+    } finally {
+      expect(await s.stop()).toBe(0);
+    }
+  });
+});
+
+describe('an app that hangs up while sending its body', () => {
+  it('is routine: no error logged, no 500, on the data plane (with a valid token) and the control plane', async () => {
+    const d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    try {
+      const admin = await new Api(d.url).login('admin', d.adminPassword);
+      const { clientId, secret } = await registerClient(admin);
+      const { scope } = await approvedScope(d, admin, clientId);
+      const token = (await authorize(await oidcConfig(d, clientId, secret), admin, scope)).tokens!.access_token;
+      const paths = ['/v1/chat/completions', '/v1/embeddings', '/svc/v1/apps/request-access'];
+      for (const p of paths) {
+        const socket = net.connect(d.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        await new Promise((r) => socket.once('connect', r));
+        socket.write(
+          `POST ${p} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"model":"m","messages":[`,
+        );
+        const before = d.logs.length;
+        // the daemon is reading the body (give it the headers' worth of a moment), then the app is gone
+        await new Promise((r) => setTimeout(r, 50));
+        socket.destroy();
+        await until(() => d.logs.slice(before).some((l) => l.includes(`"path":"${p}"`) && l.includes('"msg":"request"')));
+      }
+      const lines = d.logs.map((l) => JSON.parse(l) as { level: number; msg: string; status?: number; path?: string });
+      expect(lines.filter((l) => l.level >= 40), 'warnings or errors logged').toEqual([]);
+      for (const p of paths) expect(lines.filter((l) => l.msg === 'request' && l.path === p).pop()?.status, p).toBe(400);
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
+async function until(test: () => boolean): Promise<void> {
+  for (let i = 0; i < 2000 && !test(); i++) await new Promise((r) => setTimeout(r, 5));
+}

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -22,4 +23,29 @@ it('creates the file fallback with a notice when no keychain answers', async () 
   expect(made.notice).toMatch(/master\.key/);
   const again = await resolveMasterKey({ dataDir, existingBackend: 'file', preference: 'auto', keychain: noKeychain });
   expect(again.key.equals(made.key)).toBe(true);
+});
+
+it.each([
+  ['empty', ''],
+  ['partial', randomBytes(32).toString('base64').slice(0, 20)],
+])('replaces an %s master.key that no store uses (an interrupted first start), saying so', async (_name, content) => {
+  const dataDir = await tempDir();
+  const file = path.join(dataDir, 'master.key');
+  await writeFile(file, content, { mode: 0o600 });
+  const made = await resolveMasterKey({ dataDir, existingBackend: null, preference: 'auto', keychain: noKeychain });
+  expect(made.key.length).toBe(32);
+  expect(made.notice).toContain(`${file} was empty or incomplete`);
+  expect(await readFile(file, 'utf8')).toBe(made.key.toString('base64'));
+  expect(existsSync(`${file}.tmp`)).toBe(false);
+  // the next start (the store now records `file`) finds that very key
+  const again = await resolveMasterKey({ dataDir, existingBackend: 'file', preference: 'auto', keychain: noKeychain });
+  expect(again.key.equals(made.key)).toBe(true);
+});
+
+it('never replaces the master.key of a store that uses it, even a broken one', async () => {
+  const dataDir = await tempDir();
+  const file = path.join(dataDir, 'master.key');
+  await writeFile(file, '', { mode: 0o600 });
+  await expect(resolveMasterKey({ dataDir, existingBackend: 'file', preference: 'auto', keychain: noKeychain })).rejects.toThrow(/not a 256-bit key/);
+  expect(await readFile(file, 'utf8')).toBe('');
 });

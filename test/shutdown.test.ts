@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
@@ -39,4 +40,27 @@ it('shuts down gracefully: an in-flight stream finishes, acknowledged writes are
     await d.stop();
     await upstream.close();
   }
+});
+
+it('closes idle connections at once: a keep-alive socket and one that never sent a request do not hold shutdown', { timeout: 8_000 }, async () => {
+  const d = await startTestDaemon();
+  const closed = (s: net.Socket) => new Promise<void>((resolve) => s.once('close', () => resolve()));
+  const connect = () =>
+    new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(d.port, '127.0.0.1', () => resolve(s));
+      s.on('error', reject);
+    });
+  // a browser's spare connection: open, nothing sent
+  const silent = await connect();
+  silent.on('error', () => undefined);
+  // a keep-alive connection after one answered request
+  const kept = await connect();
+  kept.on('error', () => undefined);
+  kept.write(`GET /svc/v1/health HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nConnection: keep-alive\r\n\r\n`);
+  await new Promise((r) => kept.once('data', r));
+  const bothClosed = Promise.all([closed(silent), closed(kept)]);
+  await d.stop();
+  await bothClosed;
+  // the 10 s forced close for busy connections never had to run
+  expect(d.logs.join('')).not.toContain('still busy');
 });

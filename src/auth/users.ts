@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { AppError, conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { Store } from '../store/store.js';
-import type { UserRecord, UserRole } from '../store/schema.js';
+import type { Db, UserRecord, UserRole } from '../store/schema.js';
 import { hashPassword } from './password.js';
 import { atLeast } from './roles.js';
 
@@ -53,6 +53,46 @@ export class UsersService {
     });
   }
 
+  /**
+   * The first start's admin, created together with the mark that its password has not been shown
+   * yet (one durable write: a crash leaves either no admin or a marked one, never an unmarked
+   * admin whose password nobody saw).
+   */
+  async createFirstAdmin(password: string): Promise<UserRecord> {
+    const password_hash = await hashPassword(password);
+    return this.store.update((db) => {
+      if (db.users.length > 0) throw conflict('user_exists', 'The store has users already.');
+      if (!db.meta) throw new Error('the store has no meta record');
+      const user: UserRecord = { id: randomUUID(), username: 'admin', role: 'admin', password_hash, created_at: new Date(this.clock()).toISOString() };
+      db.users.push(user);
+      db.meta.unshown_password_user = user.id;
+      return user;
+    });
+  }
+
+  /** The account whose generated first password was never shown, if any. */
+  unshownPasswordUser(): UserRecord | undefined {
+    return this.store.read((db) => (db.meta?.unshown_password_user ? db.users.find((u) => u.id === db.meta!.unshown_password_user) : undefined));
+  }
+
+  /** Once the first password is printed. */
+  async markPasswordShown(userId: string): Promise<void> {
+    await this.store.update((db) => {
+      if (db.meta?.unshown_password_user === userId) db.meta.unshown_password_user = null;
+    });
+  }
+
+  /** A new password for the account whose first one was never shown; the mark stays until this one is. */
+  async resetUnshownPassword(userId: string, password: string): Promise<void> {
+    const password_hash = await hashPassword(password);
+    await this.store.update((db) => {
+      const user = db.users.find((u) => u.id === userId);
+      if (!user || db.meta?.unshown_password_user !== userId) throw conflict('password_shown', 'That password was shown already.');
+      user.password_hash = password_hash;
+      db.sessions = db.sessions.filter((s) => s.user_id !== user.id);
+    });
+  }
+
   private target(username: string): UserRecord {
     const user = this.findByName(username);
     if (!user) throw notFound(`No user named ${username}.`);
@@ -85,9 +125,7 @@ export class UsersService {
     await this.store.update((db) => {
       const user = db.users.find((u) => u.id === target.id);
       if (!user) throw notFound(`No user named ${username}.`);
-      user.password_hash = password_hash;
-      // Other sessions of that user end with the old password.
-      db.sessions = db.sessions.filter((s) => s.user_id !== user.id);
+      setPasswordIn(db, user, password_hash);
     });
   }
 
@@ -114,6 +152,14 @@ export class UsersService {
       }
     });
   }
+}
+
+/** The new hash, the end of that user's sessions, and the end of an unshown first password. */
+export function setPasswordIn(db: Db, user: UserRecord, passwordHash: string): void {
+  user.password_hash = passwordHash;
+  // Other sessions of that user end with the old password.
+  db.sessions = db.sessions.filter((s) => s.user_id !== user.id);
+  if (db.meta?.unshown_password_user === user.id) db.meta.unshown_password_user = null;
 }
 
 export const invalidCredentials = () =>

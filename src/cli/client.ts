@@ -35,6 +35,28 @@ export class DaemonClient {
   }
 
   async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+    // A daemon still starting (first-start setup) answers 503 `starting`: wait for it (asking
+    // again every 250 ms, sooner than its Retry-After, as it is local), up to a minute, so that
+    // `svc serve & ... svc users add` works once the port is open. The CLI's login is read again
+    // each time: the first start writes it during setup.
+    const giveUpAt = Date.now() + 60_000;
+    let res: Response;
+    let parsed: unknown;
+    for (;;) {
+      ({ res, parsed } = await this.send(method, pathname, body, opts));
+      const starting = res.status === 503 && (parsed as ErrorBody | undefined)?.error?.code === 'starting';
+      if (!starting || Date.now() >= giveUpAt) break;
+      await new Promise((r) => setTimeout(r, 250));
+      this.cookie = undefined;
+    }
+    if (!res.ok) {
+      const e = (parsed as ErrorBody | undefined)?.error;
+      throw new AppError(res.status, e?.type ?? 'server_error', e?.code ?? 'http_error', e?.message ?? `HTTP ${res.status}`, { param: e?.param });
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  }
+
+  private async send(method: string, pathname: string, body: unknown, opts: { auth?: boolean; headers?: Record<string, string> }): Promise<{ res: Response; parsed: unknown }> {
     const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (opts.auth !== false) {
@@ -56,11 +78,7 @@ export class DaemonClient {
         throw new CliError(`Unexpected answer from ${this.url}${pathname} (HTTP ${res.status}).`);
       }
     }
-    if (!res.ok) {
-      const e = (parsed as ErrorBody | undefined)?.error;
-      throw new AppError(res.status, e?.type ?? 'server_error', e?.code ?? 'http_error', e?.message ?? `HTTP ${res.status}`, { param: e?.param });
-    }
-    return { status: res.status, body: parsed as T, headers: res.headers };
+    return { res, parsed };
   }
 }
 

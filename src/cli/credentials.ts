@@ -1,7 +1,8 @@
-import { open, readFile, rename, unlink } from 'node:fs/promises';
+import { readFile, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { SecretBox } from '../store/crypto.js';
 import { LOCAL_LOGIN_LABEL } from '../daemon-info.js';
+import { writeFileDurably } from '../store/durable-file.js';
 import { CliError } from './errors.js';
 import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from '../store/master-key.js';
 
@@ -19,17 +20,8 @@ interface CliSessionFile {
  * so the file alone opens nothing.
  */
 export async function saveCliSession(dataDir: string, backend: KeyBackend, box: SecretBox, cookie: string): Promise<void> {
-  const file = path.join(dataDir, CLI_SESSION_FILE);
-  const tmp = `${file}.tmp`;
   const body: CliSessionFile = { backend, cookie: box.seal(KIND, 'cli', cookie) };
-  const handle = await open(tmp, 'w', 0o600);
-  try {
-    await handle.writeFile(JSON.stringify(body));
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(tmp, file);
+  await writeFileDurably(path.join(dataDir, CLI_SESSION_FILE), JSON.stringify(body));
 }
 
 export async function loadCliSession(dataDir: string, keychain: Keychain = osKeychain): Promise<string | null> {

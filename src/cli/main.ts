@@ -15,6 +15,8 @@ import { registerUsers } from './commands/users.js';
 import { CliError, EXIT, exitCodeFor, hintFor } from './errors.js';
 import { type Output, processOutput } from './output.js';
 
+export { outputClosed } from './output.js';
+
 export function buildProgram(o: Output): Command {
   const program = new Command('svc')
     .description('Let third-party apps reach your local AI, with your consent, scoped to what you approve.')

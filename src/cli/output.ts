@@ -17,6 +17,23 @@ export const processOutput = (): Output => ({
   isTTY: Boolean(process.stdout.isTTY),
 });
 
+let onOutputClosed: (() => void) | null = null;
+
+/**
+ * Who handles a closed stdout or stderr (EPIPE, as when `svc ... | head` or a `| tee` that died
+ * with Ctrl-C). By default bin/svc.js just ends the process; `svc serve` stops cleanly instead.
+ */
+export function setOutputClosedHandler(fn: (() => void) | null): void {
+  onOutputClosed = fn;
+}
+
+/** Called by bin/svc.js on EPIPE: true when a handler took it (the process must not exit yet). */
+export function outputClosed(): boolean {
+  if (!onOutputClosed) return false;
+  onOutputClosed();
+  return true;
+}
+
 /** Control characters out, so an app's client id cannot drive the terminal or split a TSV row. */
 const cell = (v: unknown) => inert(v === null || v === undefined ? '' : String(v), 500).replace(/\t/g, ' ');
 

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
 import { AppError, internalError, invalidBody, payloadTooLarge } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -30,6 +31,11 @@ export function bodyReadError(err: Error): never {
   throw invalidBody('The request body could not be read (does Content-Encoding match the data?).');
 }
 
+/** The request stream ended early because the client went away (not a failure of ours). */
+function clientHungUp(req: IncomingMessage): boolean {
+  return !req.complete && (req.destroyed || Boolean(req.socket?.destroyed));
+}
+
 /** The one error-handling middleware: every error leaves as CONTRACT §5's JSON shape. */
 export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<AppState> {
   return async function handleErrors(ctx, next) {
@@ -43,6 +49,14 @@ export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<A
         throw new AppError(405, 'invalid_request_error', 'method_not_allowed', `Method ${ctx.method} is not allowed here${allow ? `; allowed: ${allow}` : ''}.`);
       }
     } catch (err) {
+      // An app that hung up while sending its body: its mistake (a 400 nobody will read), and
+      // routine, not an internal error worth a stack trace.
+      if (!(err instanceof AppError) && clientHungUp(ctx.req)) {
+        logger.debug({ requestId: ctx.state.requestId, path: ctx.path, err: (err as Error)?.message }, 'client closed the request before its body ended');
+        ctx.status = 400;
+        ctx.body = invalidBody('The request body was cut off: the client closed the connection.').toBody();
+        return;
+      }
       const appError = toAppError(err, bodyLimit);
       if (appError.status === 500) {
         logger.error({ err: (err as Error)?.stack ?? String(err), requestId: ctx.state.requestId, path: ctx.path }, 'request failed');

@@ -9,12 +9,75 @@ export class CorruptStoreError extends Error {
     readonly file: string,
     readonly reason: string,
     readonly backup?: string,
+    message?: string,
   ) {
     super(
-      `The store ${file} cannot be read (${reason}). svc will not start and has not touched it.` +
-        (backup ? ` The last good copy is ${backup}; inspect both and restore it by hand if it is right.` : ''),
+      message ??
+        `The store ${file} cannot be read (${reason}). svc will not start and has not touched it.` +
+          (backup ? ` The last good copy is ${backup}; inspect both, and if the copy is right restore it with: cp '${backup}' '${file}'` : ''),
     );
     this.name = 'CorruptStoreError';
+  }
+}
+
+/** db.json is gone but its backup is not: starting empty would replace the backup at the first write. */
+export class MissingStoreError extends CorruptStoreError {
+  constructor(file: string, backup: string) {
+    super(
+      file,
+      'missing',
+      backup,
+      `The store ${file} is missing, but its last good copy ${backup} is there. svc will not start an empty store ` +
+        `(its first write would replace that copy). Restore it with: cp '${backup}' '${file}' ` +
+        `(or, to really start from nothing, move ${backup} away).`,
+    );
+    this.name = 'MissingStoreError';
+  }
+}
+
+/** A write that failed, naming the file (fs errors on an open handle name none: "ENOSPC ..., write"). */
+export class FileWriteError extends Error {
+  readonly code: string | undefined;
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    const e = cause as NodeJS.ErrnoException;
+    const why: Record<string, string> = {
+      ENOSPC: 'the disk is full (ENOSPC)',
+      EDQUOT: 'the disk quota is used up (EDQUOT)',
+      EROFS: 'the file system is read-only (EROFS)',
+      EACCES: 'permission denied (EACCES)',
+      EPERM: 'operation not permitted (EPERM)',
+      EIO: 'an I/O error (EIO)',
+    };
+    super(`Cannot write ${file}: ${(e?.code && why[e.code]) || e?.message || String(cause)}`, { cause });
+    this.name = 'FileWriteError';
+    this.code = e?.code;
+  }
+}
+
+const asWriteError = (file: string, err: unknown) => (err instanceof FileWriteError ? err : new FileWriteError(file, err));
+
+/**
+ * Writes a small private file so that it is either wholly there or not at all: a temporary file,
+ * fsync, rename over the target, fsync of the directory. Errors name the file.
+ */
+export async function writeFileDurably(file: string, text: string | Buffer, mode = 0o600): Promise<void> {
+  const tmp = `${file}.tmp`;
+  try {
+    const handle = await open(tmp, 'w', mode);
+    try {
+      await handle.writeFile(text);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, file);
+    await fsyncDir(path.dirname(file));
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined);
+    throw asWriteError(file, err);
   }
 }
 
@@ -51,8 +114,12 @@ export class DurableJsonFile<T> implements Adapter<T> {
     try {
       text = await readFile(this.file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
-      throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      if (await exists(this.backupFile)) {
+        this.refusedToRead = true;
+        throw new MissingStoreError(this.file, this.backupFile);
+      }
+      return null;
     }
     const backup = await exists(this.backupFile) ? this.backupFile : undefined;
     let parsed: unknown;
@@ -73,18 +140,27 @@ export class DurableJsonFile<T> implements Adapter<T> {
   async write(data: T): Promise<void> {
     if (this.refusedToRead) throw new Error(`refusing to overwrite unreadable store ${this.file}`);
     const dir = path.dirname(this.file);
-    await mkdir(dir, { recursive: true, mode: 0o700 });
     const text = JSON.stringify(data);
-    const handle = await open(this.tmpFile, 'w', 0o600);
     try {
-      await handle.writeFile(text, 'utf8');
-      await handle.sync();
-    } finally {
-      await handle.close();
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      const handle = await open(this.tmpFile, 'w', 0o600);
+      try {
+        await handle.writeFile(text, 'utf8');
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    } catch (err) {
+      await unlink(this.tmpFile).catch(() => undefined);
+      throw asWriteError(this.file, err);
     }
-    await this.keepPreviousAsBackup();
-    await rename(this.tmpFile, this.file);
-    await fsyncDir(dir);
+    try {
+      await this.keepPreviousAsBackup();
+      await rename(this.tmpFile, this.file);
+      await fsyncDir(dir);
+    } catch (err) {
+      throw asWriteError(this.file, err);
+    }
   }
 
   private async keepPreviousAsBackup(): Promise<void> {

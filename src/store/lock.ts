@@ -1,5 +1,6 @@
 import { open, readFile, unlink } from 'node:fs/promises';
 import path from 'node:path';
+import { FileWriteError } from './durable-file.js';
 
 export class DataDirLockedError extends Error {
   constructor(
@@ -29,8 +30,15 @@ export async function lockDataDir(dataDir: string): Promise<{ release: () => Pro
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const handle = await open(file, 'wx', 0o600);
-      await handle.writeFile(String(process.pid));
-      await handle.sync();
+      try {
+        await handle.writeFile(String(process.pid));
+        await handle.sync();
+      } catch (err) {
+        // Not held: an empty lock would only be taken over, but it would say nothing.
+        await handle.close().catch(() => undefined);
+        await unlink(file).catch(() => undefined);
+        throw new FileWriteError(file, err);
+      }
       await handle.close();
       let released = false;
       return {
@@ -41,7 +49,8 @@ export async function lockDataDir(dataDir: string): Promise<{ release: () => Pro
         },
       };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if (err instanceof FileWriteError) throw err;
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new FileWriteError(file, err);
       const pid = Number.parseInt(await readFile(file, 'utf8').catch(() => ''), 10);
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid)) {
         throw new DataDirLockedError(dataDir, pid);

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { access, open, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { AsyncEntry } from '@napi-rs/keyring';
+import { writeFileDurably } from './durable-file.js';
 
 export type KeyBackend = 'keychain' | 'file';
 export type KeyBackendPreference = KeyBackend | 'auto';
@@ -61,16 +62,25 @@ async function readKeyFile(dataDir: string): Promise<Buffer> {
   return decode(text, file);
 }
 
-const fileExists = (file: string) => access(file).then(() => true, () => false);
-
-async function writeKeyFile(dataDir: string, key: Buffer): Promise<void> {
-  const handle = await open(path.join(dataDir, MASTER_KEY_FILE), 'wx', 0o600);
+/**
+ * A master.key left by a first start that died before the store recorded where its key lives: the
+ * key when it is whole, `invalid` when it is empty or cut short (no store uses it, so it may go).
+ */
+async function leftoverKeyFile(dataDir: string): Promise<Buffer | 'invalid' | null> {
+  let text: string;
   try {
-    await handle.writeFile(key.toString('base64'));
-    await handle.sync();
-  } finally {
-    await handle.close();
+    text = await readFile(path.join(dataDir, MASTER_KEY_FILE), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw new MasterKeyError(`Cannot read ${path.join(dataDir, MASTER_KEY_FILE)}: ${(err as Error).message}`);
   }
+  const key = Buffer.from(text.trim(), 'base64');
+  return key.length === 32 ? key : 'invalid';
+}
+
+/** Whole or not at all (temporary file, fsync, rename): a crash or a full disk leaves no 0-byte key. */
+async function writeKeyFile(dataDir: string, key: Buffer): Promise<void> {
+  await writeFileDurably(path.join(dataDir, MASTER_KEY_FILE), key.toString('base64'));
 }
 
 /** A keychain that answers get but silently drops set (no Secret Service) is not a keychain. */
@@ -80,6 +90,15 @@ async function keychainRoundTrip(keychain: Keychain, account: string, value: str
     return (await keychain.get(account)) === value;
   } catch {
     return false;
+  }
+}
+
+/** Throws when `box` (the master key) does not open the store's key check: wrong key, nothing changed. */
+export function checkStoreKey(box: { open(kind: string, id: string, sealed: string): string }, keyCheck: string): void {
+  try {
+    if (box.open('meta', 'key_check', keyCheck) !== 'svc') throw new Error('mismatch');
+  } catch {
+    throw new MasterKeyError('The master key does not open this store (wrong keychain entry or master.key?). Nothing was changed.');
   }
 }
 
@@ -114,9 +133,13 @@ export async function resolveMasterKey(opts: {
     return { key: decode(text, 'the OS keychain'), backend: 'keychain' };
   }
 
-  // A first start that died after writing master.key but before the store recorded it: reuse it.
-  if (preference !== 'keychain' && (await fileExists(path.join(dataDir, MASTER_KEY_FILE)))) {
-    return { key: await readKeyFile(dataDir), backend: 'file' };
+  // A first start that died after writing master.key but before the store recorded it: reuse a
+  // whole key; an empty or partial one (an older svc's interrupted write) opens nothing: replace it.
+  let replaced = false;
+  if (preference !== 'keychain') {
+    const leftover = await leftoverKeyFile(dataDir);
+    if (leftover instanceof Buffer) return { key: leftover, backend: 'file' };
+    replaced = leftover === 'invalid';
   }
   const key = randomBytes(32);
   if (preference !== 'file' && (await keychainRoundTrip(keychain, account, key.toString('base64')))) {
@@ -126,12 +149,14 @@ export async function resolveMasterKey(opts: {
     throw new MasterKeyError('No OS keychain answered (is a Secret Service running and unlocked?), and --keychain keychain was asked for.');
   }
   await writeKeyFile(dataDir, key);
+  const file = path.join(dataDir, MASTER_KEY_FILE);
   return {
     key,
     backend: 'file',
     notice:
-      preference === 'file'
-        ? `The master key is kept in ${path.join(dataDir, MASTER_KEY_FILE)} (0600), as asked.`
-        : `No OS keychain answered, so the master key is kept in ${path.join(dataDir, MASTER_KEY_FILE)} (0600). Protect that file like a password.`,
+      (replaced ? `${file} was empty or incomplete (an interrupted first start) and no store used it; it was replaced. ` : '') +
+      (preference === 'file'
+        ? `The master key is kept in ${file} (0600), as asked.`
+        : `No OS keychain answered, so the master key is kept in ${file} (0600). Protect that file like a password.`),
   };
 }

@@ -113,6 +113,11 @@ export interface DbMeta {
   key_check: string;
   /** sealed cookie-signing keys */
   session_keys: string;
+  /**
+   * The first admin's id while its generated password has not been shown: set with the account,
+   * cleared once the password is printed or set anew (`svc users passwd admin --offline`).
+   */
+  unshown_password_user?: string | null;
 }
 
 export interface Db {

@@ -1,63 +1,82 @@
 import path from 'node:path';
-import { Low } from 'lowdb';
+import type { Adapter } from 'lowdb';
 import { DurableJsonFile, storeWriteFailed } from './durable-file.js';
 import { type Db, emptyDb, validateDb } from './schema.js';
 
 export const STORE_FILE = 'db.json';
 
 /**
- * The daemon's single writer over db.json. A mutation runs synchronously against the in-memory
- * data (so checks and changes are atomic within one event-loop turn: two concurrent decisions
- * can never both see `draft`), then waits for a flush. Mutations that arrive while a flush runs
- * are grouped into the next one. If a flush fails, memory is rolled back to the last durable
- * state and every mutation in that group is rejected: nothing is acknowledged that was not written.
+ * The daemon's single writer over db.json, and what every reader sees.
+ *
+ * Two versions of the data: `committed`, what is on disk and the only thing readers (polls,
+ * Bearer checks, lists) ever see, and `working`, committed plus the mutations waiting for their
+ * write. A mutation runs synchronously against a copy of `working` (so checks and changes are
+ * atomic within one event-loop turn: two concurrent decisions can never both see `draft`), then
+ * waits for a flush; mutations that arrive while a flush runs are grouped into the next one. Only
+ * once a flush is durable does `committed` move to what it wrote, so nothing is visible that a
+ * crash or a full disk could still take back. If a flush fails, `working` falls back to
+ * `committed` and every mutation in that group (and queued behind it) is rejected.
  */
 export class Store {
-  private readonly low: Low<Db>;
-  private lastDurable = '';
+  private committed: Db;
+  private working: Db;
   private flushing: Promise<void> | null = null;
   private pending: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   private closed = false;
+  /** why the last flush failed (a FileWriteError names the file), until one succeeds */
+  lastWriteError: unknown = null;
 
-  private constructor(readonly file: string) {
-    this.low = new Low<Db>(new DurableJsonFile<Db>(file, validateDb), emptyDb());
-  }
-
-  /** Opens the store; throws CorruptStoreError (file untouched) when it cannot be read. */
-  static async open(dataDir: string): Promise<Store> {
-    const store = new Store(path.join(dataDir, STORE_FILE));
-    await store.low.read();
-    store.low.data = { ...emptyDb(), ...store.low.data };
-    store.lastDurable = JSON.stringify(store.low.data);
-    return store;
-  }
-
-  get data(): Readonly<Db> {
-    return this.low.data;
-  }
-
-  /** Read-only access without persisting. Callers must not mutate. */
-  read<R>(fn: (db: Db) => R): R {
-    return fn(this.low.data);
+  private constructor(
+    readonly file: string,
+    private readonly adapter: Adapter<Db>,
+    initial: Db,
+  ) {
+    this.committed = initial;
+    this.working = initial;
   }
 
   /**
-   * Runs `fn` against the data and resolves with its result once the change is durable. If `fn`
-   * throws, nothing changes and nothing is written.
+   * Opens the store; throws CorruptStoreError (file untouched) when it cannot be read, or when it
+   * is missing but its backup is not. `adapter` replaces the file (tests inject failing disks).
+   */
+  static async open(dataDir: string, adapter?: Adapter<Db>): Promise<Store> {
+    const file = path.join(dataDir, STORE_FILE);
+    const a = adapter ?? new DurableJsonFile<Db>(file, validateDb);
+    const loaded = await a.read();
+    return new Store(file, a, { ...emptyDb(), ...loaded });
+  }
+
+  /** The committed (durable) data. Callers must not mutate it. */
+  get data(): Readonly<Db> {
+    return this.committed;
+  }
+
+  /** Read-only access to the committed data. Callers must not mutate. */
+  read<R>(fn: (db: Db) => R): R {
+    return fn(this.committed);
+  }
+
+  /**
+   * Runs `fn` against the latest data (committed plus pending mutations) and resolves with its
+   * result once the change is durable; only then do readers see it. If `fn` throws, nothing
+   * changes and nothing is written.
    */
   async update<R>(fn: (db: Db) => R): Promise<R> {
     if (this.closed) throw storeWriteFailed(new Error('store is closed'));
-    const before = this.low.data;
-    const draft = structuredClone(before);
+    const draft = structuredClone(this.working);
     const result = fn(draft);
-    this.low.data = draft;
+    this.working = draft;
     await this.scheduleFlush();
     return result;
   }
 
-  /** Changes memory only (derived state such as lazy expiry); persisted with the next write. */
+  /**
+   * Derived state only (lazy expiry): applied in place to what readers see, and to the pending
+   * version; persisted with the next write. `fn` must be idempotent.
+   */
   touch(fn: (db: Db) => void): void {
-    fn(this.low.data);
+    if (this.working !== this.committed) fn(this.working);
+    fn(this.committed);
   }
 
   private scheduleFlush(): Promise<void> {
@@ -73,14 +92,17 @@ export class Store {
     while (this.pending.length > 0) {
       const group = this.pending;
       this.pending = [];
-      const snapshot = this.low.data;
+      // `working` is replaced, never changed in place, by later mutations: this object stays as written.
+      const snapshot = this.working;
       try {
-        await this.low.adapter.write(snapshot);
-        this.lastDurable = JSON.stringify(snapshot);
+        await this.adapter.write(snapshot);
+        this.committed = snapshot;
+        this.lastWriteError = null;
         for (const p of group) p.resolve();
       } catch (err) {
-        // Roll back everything not yet durable, including mutations queued behind this group.
-        this.low.data = JSON.parse(this.lastDurable) as Db;
+        // Drop everything not yet durable, including mutations queued behind this group.
+        this.working = this.committed;
+        this.lastWriteError = err;
         const failed = storeWriteFailed(err);
         for (const p of [...group, ...this.pending]) p.reject(failed);
         this.pending = [];

@@ -62,7 +62,9 @@ export async function startTestDaemon(
     clock: opts.clock,
     keychain: opts.keychain ?? noKeychain,
     logger: createLogger(config.logLevel, sink),
-    notify: (line) => notices.push(line),
+    notify: (line) => {
+      notices.push(line);
+    },
   });
   return Object.assign(daemon, {
     dataDir,

@@ -1,10 +1,25 @@
 import type { Command } from 'commander';
 import { ConfigError, resolveConfig } from '../../config.js';
-import { CorruptStoreError } from '../../store/durable-file.js';
+import { AppError } from '../../errors.js';
+import { CorruptStoreError, FileWriteError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
 import { CliError } from '../errors.js';
-import type { Output } from '../output.js';
+import { type Output, setOutputClosedHandler } from '../output.js';
+
+/** What a start that failed tells the user: the known causes as plain messages naming the file. */
+function startupError(err: unknown, config: { host: string; port: number }): unknown {
+  if (err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof FileWriteError) {
+    return new CliError(err.message);
+  }
+  // A store write that failed during first-start setup: its cause names the file.
+  if (err instanceof AppError && err.code === 'store_unavailable' && err.cause instanceof FileWriteError) return new CliError(err.cause.message);
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === 'EADDRINUSE') return new CliError(`Port ${config.port} on ${config.host} is in use; pick another with --port (0 picks a free one).`);
+  if (e.code === 'EACCES') return new CliError(`Permission denied: ${e.message}`);
+  if (e.code === 'ENOSPC') return new CliError(`The disk is full: ${e.message}`);
+  return err;
+}
 
 export function registerServe(program: Command, o: Output): void {
   program
@@ -48,27 +63,49 @@ export function registerServe(program: Command, o: Output): void {
         if (err instanceof ConfigError) throw new CliError(err.message, 2);
         throw err;
       }
-      // Loaded here, not at the top: every other command starts without the whole server.
-      const [{ startDaemon }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../log.js')]);
-      const logger = createLogger(config.logLevel, process.stderr);
-      let daemon;
+      // From here on, every way of being told to stop leads to the same clean shutdown, at any
+      // point of startup: SIGINT (also forwarded by npm, so it may come twice), SIGTERM, SIGHUP,
+      // and a closed stdout or stderr (EPIPE: `svc serve | tee log` when Ctrl-C ends tee first).
+      // A start that is stopped undoes what it did; a running daemon closes. Either way no
+      // daemon.json or daemon.lock is left behind.
+      const stopping = new AbortController();
+      const stop = (reason: string) => {
+        if (!stopping.signal.aborted) stopping.abort(reason);
+      };
+      const onSignal = (signal: NodeJS.Signals) => stop(signal);
+      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+      for (const sig of signals) process.on(sig, onSignal);
+      setOutputClosedHandler(() => stop('EPIPE'));
       try {
-        daemon = await startDaemon({ config, logger, notify: (line) => o.out(`${line}\n`) });
-      } catch (err) {
-        if (err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError) throw new CliError(err.message);
-        const e = err as NodeJS.ErrnoException;
-        if (e.code === 'EADDRINUSE') throw new CliError(`Port ${config.port} on ${config.host} is in use; pick another with --port (0 picks a free one).`);
-        if (e.code === 'EACCES') throw new CliError(`Permission denied: ${e.message}`);
-        throw err;
-      }
-      o.out(`svc listening on ${daemon.url} (data: ${config.dataDir})\n`);
-      await new Promise<void>((resolve) => {
-        const stop = (signal: string) => {
-          logger.info({ signal }, 'shutting down');
-          daemon.close().then(resolve, resolve);
+        // Loaded here, not at the top: every other command starts without the whole server.
+        const [{ startDaemon, StartupAbortedError }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../log.js')]);
+        const logger = createLogger(config.logLevel, process.stderr);
+        // A notice counts as shown once written; a closed stdout (EPIPE, reported a tick later) means it was not.
+        const notify = async (line: string) => {
+          o.out(`${line}\n`);
+          await new Promise((r) => setImmediate(r));
+          if (stopping.signal.aborted) throw new StartupAbortedError();
         };
-        process.once('SIGINT', () => stop('SIGINT'));
-        process.once('SIGTERM', () => stop('SIGTERM'));
-      });
+        let daemon;
+        try {
+          daemon = await startDaemon({ config, logger, notify, signal: stopping.signal });
+        } catch (err) {
+          if (stopping.signal.aborted) {
+            logger.info({ reason: stopping.signal.reason }, 'stopped while starting');
+            return;
+          }
+          throw startupError(err, config);
+        }
+        if (!stopping.signal.aborted) o.out(`svc listening on ${daemon.url} (data: ${config.dataDir})\n`);
+        await new Promise<void>((resolve) => {
+          if (stopping.signal.aborted) resolve();
+          else stopping.signal.addEventListener('abort', () => resolve(), { once: true });
+        });
+        logger.info({ signal: stopping.signal.reason }, 'shutting down');
+        await daemon.close();
+      } finally {
+        for (const sig of signals) process.off(sig, onSignal);
+        setOutputClosedHandler(null);
+      }
     });
 }

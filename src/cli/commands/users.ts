@@ -1,6 +1,13 @@
 import { type Command, Option } from 'commander';
 import { userRoles } from '../../store/schema.js';
-import { DaemonClient } from '../client.js';
+import { passwordSchema } from '../../auth/schemas.js';
+import { ConfigError, resolveConfig } from '../../config.js';
+import { AppError } from '../../errors.js';
+import { CorruptStoreError, FileWriteError } from '../../store/durable-file.js';
+import { DataDirLockedError } from '../../store/lock.js';
+import { MasterKeyError } from '../../store/master-key.js';
+import { DaemonClient, usage } from '../client.js';
+import { CliError } from '../errors.js';
 import { type Output, printJson, printRows } from '../output.js';
 import { readSecret } from '../prompt.js';
 
@@ -22,6 +29,7 @@ export function registerUsers(program: Command, o: Output): void {
   $ svc users list --json
   $ svc users set-role alice user
   $ printf %s "$NEW_PW" | svc users passwd alice --password-stdin
+  $ svc users passwd admin --offline   # with the daemon stopped: needs the data dir and its master key
   $ svc users remove alice
 `,
     );
@@ -67,7 +75,9 @@ export function registerUsers(program: Command, o: Output): void {
     .command('passwd <name>')
     .description("Set an account's password (ends that account's sessions)")
     .option('--password-stdin', 'read the password from standard input')
-    .action(async (name: string, opts: { passwordStdin?: boolean }, cmd: Command) => {
+    .option('--offline', 'with no daemon running: change the store directly (needs the data dir and its master key)')
+    .action(async (name: string, opts: { passwordStdin?: boolean; offline?: boolean }, cmd: Command) => {
+      if (opts.offline) return passwdOffline(o, name, opts, cmd);
       const client = await connect(cmd);
       const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
       await client.request('PUT', `/svc/v1/users/${enc(name)}/password`, { password });
@@ -81,4 +91,33 @@ export function registerUsers(program: Command, o: Output): void {
       await (await connect(cmd)).request('DELETE', `/svc/v1/users/${enc(name)}`);
       o.err(`Removed ${name}.\n`);
     });
+}
+
+/** `svc users passwd NAME --offline`: no daemon, the store itself, under the data dir's lock. */
+async function passwdOffline(o: Output, name: string, opts: { passwordStdin?: boolean }, cmd: Command): Promise<void> {
+  let dataDir: string;
+  try {
+    dataDir = resolveConfig(cmd.optsWithGlobals()).dataDir;
+  } catch (err) {
+    if (err instanceof ConfigError) throw usage(err.message);
+    throw err;
+  }
+  const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
+  const checked = passwordSchema.safeParse(password);
+  if (!checked.success) throw usage(`The password is not accepted: ${checked.error.issues[0].message}.`);
+  // Loaded here: the store and password hashing are not for every CLI start.
+  const { OfflineError, setPasswordOffline } = await import('../../auth/offline.js');
+  try {
+    await setPasswordOffline({ dataDir, username: name, password });
+  } catch (err) {
+    if (err instanceof DataDirLockedError) {
+      throw new CliError(`A daemon (pid ${err.pid}) is using ${dataDir}. Stop it first, or change the password through it: svc users passwd ${name}`);
+    }
+    if (err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof OfflineError || err instanceof FileWriteError) {
+      throw new CliError((err as Error).message);
+    }
+    if (err instanceof AppError && err.cause instanceof FileWriteError) throw new CliError(err.cause.message);
+    throw err;
+  }
+  o.err(`Password of ${name} set in ${dataDir}; that account's sessions have ended. Start svc and log in (\`svc login\`).\n`);
 }
