@@ -153,8 +153,8 @@ function appHeader(
 <h1>${title}</h1>
 ${view.app_description ? html`<p class="desc">${view.app_description}</p>` : ''}
 <p class="client">Client ID <code>${view.app_client_id}</code> ${
-  view.client_kind && view.client_kind !== 'registered'
-    ? html`<span class="badge warn" id="client-kind">${CLIENT_KINDS[view.client_kind]}</span>`
+  view.client_kind
+    ? html`<span class="badge${view.client_kind === 'registered' ? '' : ' warn'}" id="client-kind">${CLIENT_KINDS[view.client_kind]}</span>`
     : known ? '' : html`<span class="badge warn">Not a registered app</span>`
 }</p>
 ${view.redirect_origin ? html`<p class="client" id="redirect-origin">Signs in from <code>${view.redirect_origin}</code></p>` : ''}
