@@ -19,7 +19,7 @@ describe('standard clients at the authorization endpoint', () => {
   const MCP_URL = 'http://127.0.0.1:9301/mcp';
 
   beforeAll(async () => {
-    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0, rateLimitRegistration: 0 } });
     admin = await new Api(d.url).login('admin', d.adminPassword);
     alice = await userApi(d.url, admin, 'alice', 'power_user');
     instanceId = (await alice.post('/svc/v1/mcps', { name: 'files', url: MCP_URL })).body.instance.id;
@@ -168,6 +168,23 @@ describe('standard clients at the authorization endpoint', () => {
   describe('dynamic client registration (RFC 7591)', () => {
     const register = (body: Record<string, unknown>) => new Api(d.url).post('/oauth/reg', body);
 
+    it('answers CORS, so a browser-based host can register from its own origin', async () => {
+      const preflight = await fetch(`${d.url}/oauth/reg`, {
+        method: 'OPTIONS',
+        headers: { Origin: 'http://localhost:6274', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'content-type' },
+      });
+      expect(preflight.status).toBe(204);
+      expect(preflight.headers.get('access-control-allow-origin')).toBe('*');
+      expect(preflight.headers.get('access-control-allow-headers')).toMatch(/content-type/i);
+      const res = await fetch(`${d.url}/oauth/reg`, {
+        method: 'POST',
+        headers: { Origin: 'http://localhost:6274', 'Content-Type': 'application/json' },
+        body: JSON.stringify({ redirect_uris: ['http://localhost:6274/oauth/callback'], token_endpoint_auth_method: 'none' }),
+      });
+      expect(res.status).toBe(201);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+    });
+
     it('registers a public client with a loopback redirect, which then signs in through consent', async () => {
       const res = await register({ client_name: 'Claude <Code>', redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] });
       expect(res.status, res.text).toBe(201);
@@ -182,6 +199,41 @@ describe('standard clients at the authorization endpoint', () => {
         await approve()(id);
       });
       expect(result.error, result.description ?? '').toBeUndefined();
+    });
+
+    it('is rate-limited per address (429 with Retry-After), and storing nothing beyond the limit', async () => {
+      const limited = await startTestDaemon({ config: { rateLimitRegistration: 2 } });
+      try {
+        const reg = () => fetch(`${limited.url}/oauth/reg`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none' }) });
+        expect((await reg()).status).toBe(201);
+        expect((await reg()).status).toBe(201);
+        const third = await reg();
+        expect(third.status).toBe(429);
+        expect(third.headers.get('retry-after')).toBe('60');
+        expect((await third.json()).error).toBe('rate_limited');
+        expect(limited.store.data.oauth_clients).toHaveLength(2);
+      } finally {
+        await limited.stop();
+      }
+    });
+
+    it('holds at most --dynamic-client-max self-registered clients (429 too_many_clients beyond); 0 turns registration off', async () => {
+      const capped = await startTestDaemon({ config: { dynamicClientMax: 1 } });
+      const off = await startTestDaemon({ config: { dynamicClientMax: 0 } });
+      try {
+        const reg = (url: string) => fetch(`${url}/oauth/reg`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none' }) });
+        expect((await reg(capped.url)).status).toBe(201);
+        const over = await reg(capped.url);
+        expect(over.status).toBe(429);
+        expect((await over.json()).error).toBe('too_many_clients');
+        expect(capped.store.data.oauth_clients).toHaveLength(1);
+        expect((await reg(off.url)).status).not.toBe(201);
+        const meta = await (await fetch(`${off.url}/.well-known/oauth-authorization-server/oauth`)).json();
+        expect(meta.registration_endpoint).toBeUndefined();
+      } finally {
+        await capped.stop();
+        await off.stop();
+      }
     });
 
     it('refuses confidential clients and redirects that are not loopback http, https or a private-use scheme, and stores nothing', async () => {

@@ -337,6 +337,18 @@ export async function createAuthorizationServer(
       ctx.querystring = `${ctx.querystring ? `${ctx.querystring}&` : ''}scope=scope_user_user`;
     }
     if (ctx.path === `${OAUTH_PREFIX}/auth` && typeof ctx.query.client_id === 'string') await clients.touch(ctx.query.client_id).catch(() => undefined);
+    if (ctx.path === `${OAUTH_PREFIX}/reg`) {
+      // oidc-provider answers no CORS on registration, and browser-based MCP clients (the
+      // Inspector's web UI) register from their own origin: open CORS, no credentials, like discovery.
+      if (ctx.get('Origin')) ctx.set('Access-Control-Allow-Origin', '*');
+      if (ctx.method === 'OPTIONS') {
+        ctx.set('Access-Control-Allow-Methods', 'POST');
+        ctx.set('Access-Control-Allow-Headers', 'Content-Type, Authorization');
+        ctx.set('Access-Control-Max-Age', '600');
+        ctx.status = 204;
+        return;
+      }
+    }
     if (ctx.path === `${OAUTH_PREFIX}/reg` && ctx.method === 'POST') {
       // Anyone may register, so registration is rate-limited per address and capped in number.
       try {
