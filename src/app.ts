@@ -7,7 +7,7 @@ import { accessRequestRoutes } from './access-requests/routes.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
-import { LOCAL_LOGIN_LABEL } from './daemon-info.js';
+import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
 import { requireSession, sessionMiddleware } from './auth/sessions.js';
@@ -197,6 +197,13 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   }
   dataPlane.use(dataRouter.routes());
   dataPlane.use(dataRouter.allowedMethods());
+  const instanceId = deps.instanceId;
+  if (instanceId) {
+    koa.use(function nameInstance(ctx, next) {
+      ctx.set(INSTANCE_HEADER, instanceId);
+      return next();
+    });
+  }
   if (authorizationServer) koa.use(authorizationServer.middleware);
   koa.use(swaggerUi('/svc/v1/openapi.json'));
   const parseBody = koaBody({

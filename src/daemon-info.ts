@@ -4,6 +4,9 @@
  */
 export const DAEMON_FILE = 'daemon.json';
 
+/** Answered by a daemon on every control-plane response: the `instance` of its daemon.json. */
+export const INSTANCE_HEADER = 'x-svc-instance';
+
 /**
  * The CLI on the daemon's own machine proves it with a header whose value is derived from the
  * master key (SecretBox.derive of the label): its logins never wait behind someone else's guesses.

@@ -15,7 +15,7 @@ import { lockDataDir } from './store/lock.js';
 import { checkStoreKey, type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
-import { DAEMON_FILE } from './daemon-info.js';
+import { DAEMON_FILE, INSTANCE_HEADER } from './daemon-info.js';
 
 export { DAEMON_FILE };
 
@@ -26,6 +26,8 @@ export interface DaemonInfo {
   version: string;
   key_backend: KeyBackend;
   started_at: string;
+  /** random per start; the daemon answers it in X-Svc-Instance */
+  instance?: string;
 }
 
 export interface DaemonOptions {
@@ -99,9 +101,9 @@ async function loginCli(url: string, setupToken: string, username: string, passw
 }
 
 /** What every request gets until setup is complete: CONTRACT §5's shape, and when to come back. */
-function answerStarting(res: http.ServerResponse): void {
+function answerStarting(res: http.ServerResponse, instanceId: string): void {
   const body = JSON.stringify({ error: { message: 'svc is starting; try again in a moment.', type: 'server_error', code: 'starting' } });
-  res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1', 'Cache-Control': 'no-store' });
+  res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1', 'Cache-Control': 'no-store', [INSTANCE_HEADER]: instanceId });
   res.end(body);
 }
 
@@ -159,12 +161,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // daemon half-made (no admin yet, the CLI not yet logged in). Only the daemon's own first
     // login, carrying a token nobody else has, is let through.
     const setupToken = Buffer.from(randomBytes(32).toString('base64url'));
+    // Which daemon this is: written to daemon.json and answered on every control-plane response,
+    // so the CLI of this data dir never takes another data dir's daemon (on the same port) for its own.
+    const instanceId = randomBytes(16).toString('base64url');
     let app: App | null = null;
     const isSetupRequest = (req: http.IncomingMessage) => {
       const given = req.headers[SETUP_HEADER];
       return typeof given === 'string' && given.length === setupToken.length && timingSafeEqual(Buffer.from(given), setupToken);
     };
-    let handler: http.RequestListener = (req, res) => (app && isSetupRequest(req) ? app.callback(req, res) : answerStarting(res));
+    let handler: http.RequestListener = (req, res) => (app && isSetupRequest(req) ? app.callback(req, res) : answerStarting(res, instanceId));
     const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, (req, res) => handler(req, res));
     server.maxHeadersCount = 100;
     // Requests in flight per connection: at shutdown a connection with none is closed at once,
@@ -217,13 +222,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // Written as soon as the port is open, so a CLI that finds the port finds the daemon (and
     // waits out the 503s); removed at shutdown, or by the unwind of a start that does not finish.
     const infoFile = path.join(config.dataDir, DAEMON_FILE);
-    const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString() };
+    const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString(), instance: instanceId };
     // removed last but the lock, once nothing answers any more
     cleanups.splice(1, 0, () => unlink(infoFile).catch(() => undefined));
     await writeFileDurably(infoFile, JSON.stringify(info, null, 2));
     checkpoint();
 
-    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl };
+    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl, instanceId };
     const wired = await createApp(deps, { sessionKeys, port });
     app = wired;
     cleanups.push(() => wired.close());

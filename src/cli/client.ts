@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ConfigError, type ConfigFlags, resolveConfig, urlFor } from '../config.js';
+import { ConfigError, type ConfigFlags, defaultDataDir, resolveConfig, urlFor } from '../config.js';
 import type { DaemonInfo } from '../daemon.js';
 import { AppError, type ErrorBody } from '../errors.js';
-import { DAEMON_FILE } from '../daemon-info.js';
+import { DAEMON_FILE, INSTANCE_HEADER } from '../daemon-info.js';
 import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 
@@ -32,6 +32,11 @@ export class DaemonClient {
     // Port 0 means "a free one": only the running daemon's daemon.json knows which it got.
     const url = info && (!explicit || config.port === 0) ? info.url : urlFor(config.host, config.port);
     return new DaemonClient(url, config.dataDir, info);
+  }
+
+  /** The CLI talks only to the daemon of its own data dir (CONTRACT §2), never to whatever answers on the port. */
+  private notOurs(why: string): CliError {
+    return new CliError(`No svc daemon runs for the data dir ${this.dataDir}${why}. Start one with \`svc serve\`${this.dataDir === defaultDataDir() ? '' : ' (with the same --data-dir or SVC_HOME)'}.`);
   }
 
   async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
@@ -63,11 +68,18 @@ export class DaemonClient {
       if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);
       if (this.cookie) headers.Cookie = this.cookie;
     }
+    // No daemon.json: no daemon of this data dir, whatever may listen on the default port.
+    if (!this.info) throw this.notOurs('');
     let res: Response;
     try {
       res = await fetch(`${this.url}${pathname}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
     } catch {
-      throw new CliError(`No svc daemon answers at ${this.url}. Start one with \`svc serve\`.`);
+      throw this.notOurs(` (nothing answers at ${this.url})`);
+    }
+    const instance = res.headers.get(INSTANCE_HEADER);
+    if (this.info.instance && instance !== this.info.instance) {
+      await res.body?.cancel();
+      throw this.notOurs(` (the daemon at ${this.url} is another data dir's)`);
     }
     const text = await res.text();
     let parsed: unknown = undefined;

@@ -17,6 +17,8 @@ export interface AppDeps {
   logger: Logger;
   /** resolved once the server is listening */
   baseUrl: () => string;
+  /** random per start, also in daemon.json: how the CLI knows this daemon is its data dir's */
+  instanceId?: string;
 }
 
 export interface AppState {

@@ -25,7 +25,7 @@ export function registerSession(program: Command, o: Output): void {
       }
       const status = {
         running: health !== null,
-        url: client.url,
+        url: health ? client.url : null,
         data_dir: client.dataDir,
         daemon_version: health?.version ?? null,
         cli_version: VERSION,
@@ -36,14 +36,14 @@ export function registerSession(program: Command, o: Output): void {
       else
         printFields(o, [
           ['running', status.running ? 'yes' : 'no (start it with `svc serve`)'],
-          ['url', status.url],
+          ['url', status.url ?? ''],
           ['data dir', status.data_dir],
           ['version', status.daemon_version ?? `${VERSION} (cli)`],
           ['pid', status.pid ?? ''],
           ['logged in as', status.logged_in_as ?? (status.running ? 'nobody (run `svc login`)' : '')],
         ]);
       // The hint also goes to stderr, so `--json` callers and scripts see it too.
-      if (!status.running) throw new CliError(`No svc daemon answers at ${status.url}. Start one with \`svc serve\`.`, 1);
+      if (!status.running) throw new CliError(`No svc daemon runs for the data dir ${status.data_dir}. Start one with \`svc serve\`.`, 1);
     });
 
   program
