@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BIN, CONTROL_BYTES, cleanEnv, closedPort, runSvc, type ServeProcess, startServe } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
+import { needs } from './helpers/requirements.js';
 
 // Each test runs a handful of CLI processes; bound them generously (never asserted as timings).
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -417,7 +418,7 @@ async function svcOnTty(args: string[]) {
   return { exitCode: r.exitCode, output: String(r.stdout).replace(/\r\n/g, '\n') };
 }
 
-describe.skipIf(!haveScript)('on a terminal', () => {
+describe.skipIf(!needs(haveScript, 'cli (on a terminal)', 'script (bsdutils)'))('on a terminal', () => {
   it('lists are aligned tables with a header', async () => {
     const r = await svcOnTty(['users', 'list']);
     expect(r.exitCode).toBe(0);

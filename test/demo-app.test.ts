@@ -8,6 +8,7 @@ import { Api } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
 import { registerClient } from './helpers/oauth.js';
 import { startUpstream } from './helpers/upstream.js';
+import { needs } from './helpers/requirements.js';
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => existsSync(p));
 
@@ -24,7 +25,7 @@ async function freePort(): Promise<number> {
  * access, the user logs in and approves in the popup, the app gets a token with code + PKCE and
  * lists the models and MCP tools it was granted.
  */
-describe.skipIf(!CHROMIUM)('the demo app in examples/', () => {
+describe.skipIf(!needs(Boolean(CHROMIUM), 'demo-app', 'Chromium at /usr/bin/chromium'))('the demo app in examples/', () => {
   let d: TestDaemon;
   let browser: Browser;
   let demo: ChildProcess;

@@ -14,6 +14,7 @@ import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { BIN, cleanEnv, REPO, startServe } from './helpers/cli.js';
 import { Api, createBody } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
+import { needs } from './helpers/requirements.js';
 
 /** A disk whose writes wait until the test lets them finish or fail: the moment between a decision and its durability, held open. */
 function heldDisk(initial: Db) {
@@ -102,7 +103,7 @@ function mountTmpfs(dir: string, size: string): boolean {
 const mountDir = path.join(os.tmpdir(), `svc-faults-${process.pid}`);
 const canMount = process.getuid?.() === 0 && mountTmpfs(mountDir, '4m');
 
-describe.skipIf(!canMount)('a full or read-only disk during writes', () => {
+describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'root, to mount a tmpfs', 'sudo npm test'))('a full or read-only disk during writes', () => {
   let d: TestDaemon;
   let admin: Api;
   const dataDir = path.join(mountDir, 'data');
@@ -233,7 +234,7 @@ async function serveOnce(dataDir: string, env: Record<string, string>): Promise<
 const firstStartMount = path.join(os.tmpdir(), `svc-faults-first-${process.pid}`);
 const canMountFirst = process.getuid?.() === 0 && mountTmpfs(firstStartMount, '1m');
 
-describe.skipIf(!canMountFirst)('a full disk at the first start', () => {
+describe.skipIf(!needs(Boolean(canMountFirst), 'faults (full disk at the first start)', 'root, to mount a tmpfs', 'sudo npm test'))('a full disk at the first start', () => {
   afterAll(() => {
     try {
       execFileSync('umount', [firstStartMount], { stdio: 'ignore' });

@@ -14,6 +14,7 @@ import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cleanEnv, runSvc, serveExpectingFailure, type ServeProcess, startServe } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
+import { needs } from './helpers/requirements.js';
 
 // Daemon starts and CLI runs are real processes; bound them generously (never asserted as timings).
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -103,7 +104,7 @@ async function startKeyringSession(env: Record<string, string>): Promise<Keyring
 const sha = async (file: string) => createHash('sha256').update(await readFile(file)).digest('hex');
 const exists = (file: string) => stat(file).then(() => true, () => false);
 
-describe.skipIf(!haveKeyring)('master key in a real Secret Service (gnome-keyring)', () => {
+describe.skipIf(!needs(Boolean(haveKeyring), 'keychain', 'gnome-keyring and dbus'))('master key in a real Secret Service (gnome-keyring)', () => {
   let root: string;
   let dataDir: string;
   let baseEnv: Record<string, string>;

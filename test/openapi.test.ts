@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { needs } from './helpers/requirements.js';
 
 type Json = Record<string, any>;
 
@@ -175,7 +176,7 @@ describe('OpenAPI document and Swagger UI', () => {
     await post.text();
   });
 
-  it.skipIf(!CHROMIUM)('renders in a browser with every request on the daemon origin and no CSP violation', async () => {
+  it.skipIf(!needs(Boolean(CHROMIUM), 'openapi (Swagger UI in a browser)', 'Chromium at /usr/bin/chromium'))('renders in a browser with every request on the daemon origin and no CSP violation', async () => {
     const { chromium } = await import('playwright-core');
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     try {

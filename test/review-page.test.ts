@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody, userApi } from './helpers/http.js';
 import { registerClient } from './helpers/oauth.js';
+import { needs } from './helpers/requirements.js';
 
 const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find(
   (p): p is string => Boolean(p && existsSync(p)),
@@ -54,7 +55,7 @@ async function startAppServer() {
   };
 }
 
-describe.skipIf(!CHROMIUM)('browser review page', () => {
+describe.skipIf(!needs(Boolean(CHROMIUM), 'review-page', 'Chromium at /usr/bin/chromium'))('browser review page', () => {
   const clock = testClock();
   let d: TestDaemon;
   let browser: Browser;

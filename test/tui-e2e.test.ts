@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BIN, cleanEnv, REPO, runSvc, type ServeProcess, startServe } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
+import { needs } from './helpers/requirements.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
@@ -80,7 +81,7 @@ afterAll(async () => {
   if (root) await rm(root, { recursive: true, force: true });
 });
 
-describe.skipIf(!HAS_TMUX)('svc review in a real terminal', () => {
+describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real terminal', () => {
   it('a request appears live; open it, tick an instance, lower the role, approve: the daemon holds exactly that grant', async () => {
     // A registered client, so the review shows its name and description.
     const client = await svc(['clients', 'add', 'Notes App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--description', 'Takes notes and searches your files']);

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The system packages the test suite drives (Debian/Ubuntu): Chromium for the review page and the
+# OAuth consent steps, tmux and script for the terminal tests, gnome-keyring and dbus for the real
+# Secret Service. Used by .ci/run and named in the README; installs only what is missing.
+set -euo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v gnome-keyring-daemon >/dev/null 2>&1 || need+=(gnome-keyring)
+command -v dbus-run-session >/dev/null 2>&1 || need+=(dbus)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v script >/dev/null 2>&1 || need+=(bsdutils)
+if [ "${#need[@]}" -eq 0 ]; then
+  echo "install-test-deps: everything is there"
+  exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${need[@]}" >/dev/null
+echo "install-test-deps: installed ${need[*]}"
