@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { resolveId } from '../ids.js';
 import { DaemonClient } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 
@@ -72,8 +73,11 @@ export function registerClients(program: Command, o: Output): void {
   clients
     .command('remove <client_id>')
     .description("Remove a client; its grants are revoked and its pending requests fail")
-    .action(async (clientId: string, _opts, cmd: Command) => {
-      await (await connect(cmd)).request('DELETE', `/admin/v1/clients/${encodeURIComponent(clientId)}`);
+    .action(async (typed: string, _opts, cmd: Command) => {
+      const client = await connect(cmd);
+      const { body } = await client.request<{ data: Client[] }>('GET', '/admin/v1/clients');
+      const clientId = resolveId(typed, body.data.map((c) => c.client_id), 'client');
+      await client.request('DELETE', `/admin/v1/clients/${encodeURIComponent(clientId)}`);
       o.err(`Removed ${clientId}.\n`);
     });
 }

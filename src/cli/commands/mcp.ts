@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { resolveId, shortId } from '../ids.js';
 import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 
@@ -39,6 +40,12 @@ export function registerMcp(program: Command, o: Output): void {
 `,
     );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  /** A connection and the full id of one of your instances, from the id or a unique prefix. */
+  const target = async (cmd: Command, typed: string) => {
+    const client = await connect(cmd);
+    const { body } = await client.request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
+    return { client, id: resolveId(typed, body.data.map((m) => m.id), 'instance') };
+  };
   const enc = encodeURIComponent;
 
   mcp
@@ -72,7 +79,7 @@ export function registerMcp(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (m) => m.id },
+        { header: 'id', value: (m) => (o.isTTY ? shortId(m.id) : m.id) },
         { header: 'name', value: (m) => m.name },
         { header: 'url', value: (m) => m.url },
         { header: 'proxy url', value: (m) => m.proxy_url },
@@ -89,8 +96,9 @@ export function registerMcp(program: Command, o: Output): void {
     mcp
       .command(`${verb} <id>`)
       .description(`${verb === 'enable' ? 'Enable' : 'Disable'} an instance`)
-      .action(async (id: string, _opts, cmd: Command) => {
-        await (await connect(cmd)).request('PATCH', `/svc/v1/mcps/${enc(id)}`, { enabled });
+      .action(async (typed: string, _opts, cmd: Command) => {
+        const { client, id } = await target(cmd, typed);
+        await client.request('PATCH', `/svc/v1/mcps/${enc(id)}`, { enabled });
         o.err(`${verb === 'enable' ? 'Enabled' : 'Disabled'} ${id}.\n`);
       });
   }
@@ -98,16 +106,18 @@ export function registerMcp(program: Command, o: Output): void {
   mcp
     .command('allow-tools <id> <tools>')
     .description('Set the tool allow-list ("a,b"; "*" allows every tool)')
-    .action(async (id: string, tools: string, _opts, cmd: Command) => {
-      await (await connect(cmd)).request('PATCH', `/svc/v1/mcps/${enc(id)}`, { allow_tools: tools.trim() === '*' ? null : toolList(tools) });
+    .action(async (typed: string, tools: string, _opts, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      await client.request('PATCH', `/svc/v1/mcps/${enc(id)}`, { allow_tools: tools.trim() === '*' ? null : toolList(tools) });
       o.err(`Updated ${id}.\n`);
     });
 
   mcp
     .command('remove <id>')
     .description('Remove an instance')
-    .action(async (id: string, _opts, cmd: Command) => {
-      await (await connect(cmd)).request('DELETE', `/svc/v1/mcps/${enc(id)}`);
+    .action(async (typed: string, _opts, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      await client.request('DELETE', `/svc/v1/mcps/${enc(id)}`);
       o.err(`Removed ${id}.\n`);
     });
 }

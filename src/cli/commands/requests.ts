@@ -1,6 +1,7 @@
 import { type Command, Option } from 'commander';
 import { accessRequestStatuses } from '../../store/schema.js';
 import { DaemonClient, usage } from '../client.js';
+import { resolveId, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';
 
 interface Summary {
@@ -31,7 +32,7 @@ interface Review {
   max_grantable_role: string;
   expires_at: string;
   expires_in_seconds: number;
-  mcp_servers: { url: string; instances: { id: string; name: string; enabled: boolean }[] }[];
+  mcp_servers: { url: string; instances: { id: string; name: string; enabled: boolean; selected?: boolean }[] }[];
   approved?: { mcp_servers: { url: string; instance_ids: string[] }[] };
 }
 
@@ -70,6 +71,12 @@ export function registerRequests(program: Command, o: Output): void {
     );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
   const enc = encodeURIComponent;
+  /** The full id of a request from a unique prefix (6+ characters), among the requests you may see. */
+  const requestId = async (client: DaemonClient, typed: string) => {
+    if (/^[0-9a-f-]{36}$/i.test(typed)) return typed;
+    const { body } = await client.request<{ data: Summary[] }>('GET', '/svc/v1/access-requests');
+    return resolveId(typed, body.data.map((r) => r.id), 'request');
+  };
 
   requests
     .command('list')
@@ -81,7 +88,7 @@ export function registerRequests(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Summary[] }>('GET', `/svc/v1/access-requests${q}`);
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (r) => r.id },
+        { header: 'id', value: (r) => (o.isTTY ? shortId(r.id) : r.id) },
         { header: 'status', value: (r) => r.status },
         // on a terminal, flag apps that are not in the client registry (piped rows keep their shape)
         { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? ' (unregistered)' : ''}` },
@@ -96,8 +103,10 @@ export function registerRequests(program: Command, o: Output): void {
     .command('show <id>')
     .description('One request, with your instances of each requested MCP server')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
-      const { body: r } = await (await connect(cmd)).request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await requestId(client, typed);
+      const { body: r } = await client.request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
       if (opts.json) return printJson(o, r);
       printFields(o, [
         ['id', r.id],
@@ -126,28 +135,48 @@ export function registerRequests(program: Command, o: Output): void {
     .command('approve <id>')
     .description('Approve, optionally with a lower role and a subset of MCP instances')
     .addOption(new Option('--role <role>', 'approved role (default: the requested one, capped at what you may grant)').choices(['scope_user_user', 'scope_user_power_user']))
-    .option('--mcp <url=instance_id>', 'grant this instance for this requested URL (repeatable)', collect, [])
+    .option('--mcp <url=instance_id>', 'grant this instance for this requested URL (repeatable; the id or a unique prefix)', collect, [])
+    .option('--no-mcp', 'grant no MCP instance at all')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { role?: string; mcp: string[]; json?: boolean }, cmd: Command) => {
+    .action(async (typed: string, opts: { role?: string; mcp: string[] | false; json?: boolean }, cmd: Command) => {
       const client = await connect(cmd);
-      const mcp_servers = parseMcpSelections(opts.mcp);
-      let role = opts.role;
-      if (!role) role = (await client.request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`)).body.max_grantable_role;
+      const id = await requestId(client, typed);
+      const review = (await client.request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`)).body;
+      // Without --mcp, the same default as the review page and `svc review`: the instance the app
+      // named, else the first enabled one of each URL. Never less than that unless you say so (--no-mcp).
+      const mcp_servers =
+        opts.mcp === false
+          ? []
+          : opts.mcp.length > 0
+            ? parseMcpSelections(opts.mcp).map((s) => {
+                const mine = review.mcp_servers.find((m) => m.url === s.url)?.instances.map((i) => i.id) ?? [];
+                return { url: s.url, instance_ids: s.instance_ids.map((i) => resolveId(i, mine, 'instance')) };
+              })
+            : review.mcp_servers
+                .map((m) => ({ url: m.url, instance_ids: m.instances.filter((i) => i.enabled && i.selected).map((i) => i.id) }))
+                .filter((m) => m.instance_ids.length > 0);
+      const role = opts.role ?? review.max_grantable_role;
       const { body } = await client.request<{ id: string; status: string; approved_role: string; access_request_scope: string }>(
         'PUT',
         `/svc/v1/access-requests/${enc(id)}/approve`,
         { approved_role: role, approved: { version: '1', mcp_servers } },
       );
       if (opts.json) return printJson(o, body);
-      o.err(`Approved ${body.id} as ${body.approved_role}${mcp_servers.length === 0 ? ' (no MCP instances granted; use --mcp URL=ID)' : ''}.\n`);
+      const granted = mcp_servers.flatMap((m) => m.instance_ids.map((i) => `${shortId(i)} for ${m.url}`));
+      const left = review.mcp_servers.filter((m) => !mcp_servers.some((g) => g.url === m.url)).map((m) => m.url);
+      o.err(
+        `Approved ${body.id} as ${body.approved_role}, ${granted.length ? `granting ${granted.join(', ')}` : 'with no MCP instance'}.${left.length ? ` Not granted: ${left.join(', ')}.` : ''}\n`,
+      );
     });
 
   requests
     .command('deny <id>')
     .description('Deny a request')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
-      const { body } = await (await connect(cmd)).request<{ id: string }>('POST', `/svc/v1/access-requests/${enc(id)}/deny`);
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await requestId(client, typed);
+      const { body } = await client.request<{ id: string }>('POST', `/svc/v1/access-requests/${enc(id)}/deny`);
       if (opts.json) return printJson(o, body);
       o.err(`Denied ${body.id}.\n`);
     });
@@ -156,8 +185,10 @@ export function registerRequests(program: Command, o: Output): void {
     .command('revoke <id>')
     .description("Revoke an approved grant; its tokens stop working on their next call")
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
-      const { body } = await (await connect(cmd)).request<{ id: string }>('POST', `/svc/v1/access-requests/${enc(id)}/revoke`);
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await requestId(client, typed);
+      const { body } = await client.request<{ id: string }>('POST', `/svc/v1/access-requests/${enc(id)}/revoke`);
       if (opts.json) return printJson(o, body);
       o.err(`Revoked ${body.id}.\n`);
     });

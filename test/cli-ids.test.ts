@@ -1,0 +1,61 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanEnv, runSvc } from './helpers/cli.js';
+import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { Api, createBody } from './helpers/http.js';
+
+/**
+ * Issue 16 items 4 and 6: the short ids svc shows are taken back, and `svc requests approve`
+ * never grants less than the review page would without being told to.
+ */
+describe('short ids and the approve default in the CLI', () => {
+  let d: TestDaemon;
+  let admin: Api;
+  const URL_A = 'http://127.0.0.1:9501/mcp';
+  let first: string;
+  let second: string;
+  beforeAll(async () => {
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    admin = await new Api(d.url).login('admin', d.adminPassword);
+    first = (await admin.post('/svc/v1/mcps', { name: 'first', url: URL_A })).body.instance.id;
+    second = (await admin.post('/svc/v1/mcps', { name: 'second', url: URL_A })).body.instance.id;
+  });
+  afterAll(() => d.stop());
+
+  const svc = (args: string[]) => runSvc(args, { env: cleanEnv({ SVC_HOME: d.dataDir }) });
+  const draft = async () =>
+    (await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ requested: { version: '1', mcp_servers: [{ url: URL_A }] } }))).body.id as string;
+  const granted = async (id: string) => (await admin.get(`/svc/v1/access-requests/${id}/review`)).body.approved?.mcp_servers ?? [];
+
+  it('requests show and deny take the 8-character id the page and the TUI show', async () => {
+    const id = await draft();
+    const show = await svc(['requests', 'show', id.slice(0, 8)]);
+    expect(show.exitCode, show.stderr).toBe(0);
+    expect(show.stdout).toContain(id);
+    const deny = await svc(['requests', 'deny', id.slice(0, 8)]);
+    expect(deny.exitCode, deny.stderr).toBe(0);
+    expect((await admin.get(`/svc/v1/access-requests/${id}/review`)).body.status).toBe('denied');
+  });
+
+  it('approve without --mcp grants the same default as the page, and says so; --no-mcp grants none', async () => {
+    const id = await draft();
+    const approve = await svc(['requests', 'approve', id.slice(0, 8)]);
+    expect(approve.exitCode, approve.stderr).toBe(0);
+    expect(await granted(id)).toEqual([{ url: URL_A, instance_ids: [first] }]);
+    expect(approve.stderr).toContain(`granting ${first.slice(0, 8)} for ${URL_A}`);
+    const none = await draft();
+    const bare = await svc(['requests', 'approve', none, '--no-mcp']);
+    expect(bare.exitCode, bare.stderr).toBe(0);
+    expect(await granted(none)).toEqual([]);
+    expect(bare.stderr).toContain('with no MCP instance');
+  });
+
+  it('--mcp URL=PREFIX and the mcp commands take a unique prefix of the instance id', async () => {
+    const id = await draft();
+    const approve = await svc(['requests', 'approve', id, '--mcp', `${URL_A}=${second.slice(0, 8)}`]);
+    expect(approve.exitCode, approve.stderr).toBe(0);
+    expect(await granted(id)).toEqual([{ url: URL_A, instance_ids: [second] }]);
+    const disable = await svc(['mcp', 'disable', second.slice(0, 7)]);
+    expect(disable.exitCode, disable.stderr).toBe(0);
+    expect((await admin.get(`/svc/v1/mcps/${second}`)).body.instance.enabled).toBe(false);
+  });
+});
