@@ -466,11 +466,17 @@ describe('svc clients, svc providers, svc models', () => {
 
       const alias = await svc(['models', 'alias', 'quick', '--provider', 'local', '--model', 'fake-model', '--default', 'temperature=0.2']);
       expect(alias.exitCode, alias.stderr).toBe(0);
-      expect(JSON.parse((await svc(['models', 'list', '--json'])).stdout)).toEqual([
+      expect(JSON.parse((await svc(['models', 'list', '--aliases', '--json'])).stdout)).toEqual([
         expect.objectContaining({ id: 'quick', provider: 'local', model: 'fake-model', defaults: { temperature: 0.2 } }),
       ]);
+      // every model the user can call, as /v1/models lists them: the alias and the provider's models
+      const all = JSON.parse((await svc(['models', 'list', '--json'])).stdout) as { id: string; kind: string }[];
+      expect(all).toEqual(expect.arrayContaining([{ id: 'quick', kind: 'alias', owned_by: expect.any(String) }, { id: 'fake-model', kind: 'provider', owned_by: 'local' }]));
+      const table = await svc(['models', 'list']);
+      expect(table.stdout.split('\n')).toContain('fake-model\tprovider\tlocal');
       expect((await svc(['models', 'remove', 'quick'])).exitCode).toBe(0);
-      expect(JSON.parse((await svc(['models', 'list', '--json'])).stdout)).toEqual([]);
+      expect(JSON.parse((await svc(['models', 'list', '--aliases', '--json'])).stdout)).toEqual([]);
+      expect(JSON.parse((await svc(['models', 'list', '--json'])).stdout).map((m: { id: string }) => m.id)).toContain('fake-model');
       expect((await svc(['providers', 'remove', 'local'])).exitCode).toBe(0);
     } finally {
       await upstream.close();

@@ -30,6 +30,26 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
       handler: (ctx) => ({ data: catalog.listFor(aliasActor(ctx)) }),
     }),
     defineRoute({
+      method: 'get',
+      path: '/svc/v1/models/available',
+      operationId: 'listAvailableModels',
+      summary: 'Every model id you (or an app of yours) can call, as /v1/models lists them, each marked alias or provider model',
+      tags: ['models'],
+      auth: 'either',
+      appRole: 'scope_user_user',
+      responses: {
+        200: {
+          description: 'Models',
+          schema: z.object({ data: z.array(z.object({ id: z.string(), kind: z.enum(['alias', 'provider']), owned_by: z.string() })) }),
+        },
+      },
+      errors: [401, 403],
+      handler: () => {
+        const aliases = new Set(catalog.listAliases().map((a) => a.id));
+        return { data: catalog.listPublic().map((m) => ({ id: m.id, kind: aliases.has(m.id) ? ('alias' as const) : ('provider' as const), owned_by: m.owned_by })) };
+      },
+    }),
+    defineRoute({
       method: 'put',
       path: '/svc/v1/models/{id}',
       operationId: 'putModelAlias',

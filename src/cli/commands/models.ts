@@ -70,16 +70,27 @@ export function registerModels(program: Command, o: Output): void {
 
   models
     .command('list')
-    .description('List aliases')
+    .description('List every model you can call (as /v1/models lists them), aliases and provider models')
+    .option('--aliases', 'only aliases, with their provider, model and defaults')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { json?: boolean }, cmd: Command) => {
-      const { body } = await (await connect(cmd)).request<{ data: Alias[] }>('GET', '/svc/v1/models');
+    .action(async (opts: { aliases?: boolean; json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      if (opts.aliases) {
+        const { body } = await client.request<{ data: Alias[] }>('GET', '/svc/v1/models');
+        if (opts.json) return printJson(o, body.data);
+        return printRows(o, body.data, [
+          { header: 'alias', value: (a) => a.id },
+          { header: 'provider', value: (a) => a.provider },
+          { header: 'model', value: (a) => a.model },
+          { header: 'defaults', value: (a) => JSON.stringify(a.defaults) },
+        ]);
+      }
+      const { body } = await client.request<{ data: { id: string; kind: string; owned_by: string }[] }>('GET', '/svc/v1/models/available');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'alias', value: (a) => a.id },
-        { header: 'provider', value: (a) => a.provider },
-        { header: 'model', value: (a) => a.model },
-        { header: 'defaults', value: (a) => JSON.stringify(a.defaults) },
+        { header: 'model', value: (m) => m.id },
+        { header: 'kind', value: (m) => m.kind },
+        { header: 'served by', value: (m) => m.owned_by },
       ]);
     });
 
