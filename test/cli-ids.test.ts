@@ -58,4 +58,11 @@ describe('short ids and the approve default in the CLI', () => {
     expect(disable.exitCode, disable.stderr).toBe(0);
     expect((await admin.get(`/svc/v1/mcps/${second}`)).body.instance.enabled).toBe(false);
   });
+
+  it('a failed svc login is not told to run svc login (issue 16 item 10)', async () => {
+    const wrong = await runSvc(['login', '--username', 'admin', '--password-stdin'], { env: cleanEnv({ SVC_HOME: d.dataDir }), input: 'not-the-password' });
+    expect(wrong.exitCode).toBe(4);
+    expect(wrong.stderr).not.toContain('svc login');
+    expect(wrong.stderr).toMatch(/check the username and password/);
+  });
 });

@@ -18,8 +18,13 @@ export function exitCodeFor(err: AppError): number {
   return err.status === 401 || err.status === 403 ? EXIT.auth : EXIT.error;
 }
 
-export function hintFor(err: AppError): string | undefined {
-  if (err.code === 'login_required' || err.code === 'invalid_credentials') return 'run `svc login`';
+/**
+ * A hint names another action than the one that failed: `svc login` failing is not told to run
+ * `svc login` (`command` is the verb path that ran, e.g. "login" or "requests approve").
+ */
+export function hintFor(err: AppError, command = ''): string | undefined {
+  if (err.code === 'invalid_credentials') return command === 'login' ? 'check the username and password' : 'run `svc login`';
+  if (err.code === 'login_required') return command === 'login' ? undefined : 'run `svc login`';
   if (err.status === 403) return 'your account is not allowed to do this';
   return undefined;
 }

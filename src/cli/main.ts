@@ -56,6 +56,16 @@ export function buildProgram(o: Output): Command {
   return program;
 }
 
+/** The verbs that ran, without options: "login", "requests approve". */
+function commandPath(argv: string[]): string {
+  return argv
+    .slice(2)
+    .filter((a) => !a.startsWith('-'))
+    .slice(0, 2)
+    .join(' ')
+    .replace(/^(login|logout|status|review|serve)\b.*$/, '$1');
+}
+
 /** Runs the CLI and answers its exit code: 0 ok, 1 error, 2 usage, 4 not logged in or not allowed. */
 export async function main(argv: string[], o: Output = processOutput()): Promise<number> {
   const program = buildProgram(o);
@@ -74,7 +84,7 @@ export async function main(argv: string[], o: Output = processOutput()): Promise
       return err.exitCode;
     }
     if (err instanceof AppError) {
-      const hint = hintFor(err);
+      const hint = hintFor(err, commandPath(argv));
       say(`${err.message}${hint ? ` (${hint})` : ''}`);
       return exitCodeFor(err);
     }
