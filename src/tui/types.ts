@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { accessRequestSummary, approveBody, approveResponse, denyResponse, reviewResponse } from '../access-requests/schemas.js';
+import { APP_ROLE_NAMES } from '../auth/roles.js';
 import { type AppRole, appRoles } from '../store/schema.js';
 
 /** One row of `GET /svc/v1/access-requests?status=draft`. */
@@ -26,7 +27,4 @@ export interface ReviewClient {
 /** Lowest first: `r` cycles through these up to max_grantable_role. */
 export const ROLES: readonly AppRole[] = appRoles;
 
-export const ROLE_NAMES: Record<AppRole, string> = {
-  scope_user_user: 'User',
-  scope_user_power_user: 'Power User',
-};
+export const ROLE_NAMES: Record<AppRole, string> = APP_ROLE_NAMES;

@@ -4,6 +4,7 @@ import { sessionUser } from '../auth/sessions.js';
 import type { AppDeps, AppState } from '../http/context.js';
 import { html } from './html.js';
 import { sendPage } from './login.js';
+import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
 
 /** `/ui`: who is signed in, and the requests waiting for a decision. */
 export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: AccessRequestsService): void {
@@ -16,11 +17,11 @@ export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: A
     const drafts = requests.list(user, 'draft');
     sendPage(ctx, 200, 'svc', () => html`<div class="card">
 <h1>svc</h1>
-<p>Signed in as <strong>${user.username}</strong> (${user.role}). <a href="/ui/logout">Log out</a></p>
+<p>Signed in as <strong>${user.username}</strong> (${USER_ROLE_NAMES[user.role]}). <a href="/ui/logout">Log out</a></p>
 <h2>Waiting for you</h2>
 ${drafts.length === 0
   ? html`<p class="muted">No access requests are waiting.</p>`
-  : html`<ul>${drafts.map((r) => html`<li><a href="/ui/apps/access-requests/review?id=${encodeURIComponent(r.id)}"><code>${r.app_client_id}</code></a> asks for ${r.requested_role}</li>`)}</ul>`}
+  : html`<ul>${drafts.map((r) => html`<li><a href="/ui/apps/access-requests/review?id=${encodeURIComponent(r.id)}"><code>${r.app_client_id}</code></a> asks for ${APP_ROLE_NAMES[r.requested_role]}</li>`)}</ul>`}
 <p class="muted"><a href="/swagger-ui">API reference</a></p>
 </div>`);
   });

@@ -4,6 +4,7 @@ import type { Middleware } from 'koa';
 import { reviewView } from '../access-requests/routes.js';
 import { approveBody } from '../access-requests/schemas.js';
 import { type AccessRequestsService, decisionRedirect } from '../access-requests/service.js';
+import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
 import { csrfToken, sessionUser } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
@@ -28,8 +29,8 @@ type ReviewData = ReturnType<typeof reviewView>;
 type Form = Record<string, unknown>;
 
 const ROLES: Record<AppRole, { name: string; detail: string }> = {
-  scope_user_user: { name: 'User', detail: 'Chat completions, embeddings, the model list, and the MCP tools you tick below.' },
-  scope_user_power_user: { name: 'Power User', detail: 'Everything User can do, plus managing model aliases and downloading model files.' },
+  scope_user_user: { name: APP_ROLE_NAMES.scope_user_user, detail: 'Chat completions, embeddings, the model list, and the MCP tools you tick below.' },
+  scope_user_power_user: { name: APP_ROLE_NAMES.scope_user_power_user, detail: 'Everything User can do, plus managing model aliases and downloading model files.' },
 };
 
 const reviewHref = (id: string) => `${REVIEW_PATH}?id=${encodeURIComponent(id)}`;
@@ -199,7 +200,7 @@ ${opts.error ? html`<p class="alert" role="alert" id="error">${opts.error.messag
 <input type="hidden" name="id" value="${view.id}"><input type="hidden" name="_csrf" value="${csrf}">
 <fieldset><legend>Role</legend>
 <p class="hint">The app asked for <strong>${ROLES[view.requested_role].name}</strong>.${
-      cap !== view.requested_role ? html` You can grant at most <strong>${ROLES[cap].name}</strong> (your role is ${user.role.replace('_', ' ')}).` : ''
+      cap !== view.requested_role ? html` You can grant at most <strong>${ROLES[cap].name}</strong> (your role is ${USER_ROLE_NAMES[user.role]}).` : ''
     }</p>
 <div class="choices">${offered.map(
   (r) => html`<label class="option" for="role-${r}"><input type="radio" name="approved_role" id="role-${r}" value="${r}"${r === role ? html` checked` : ''}><span><strong>${ROLES[r].name}</strong><small>${ROLES[r].detail}</small></span></label>`,

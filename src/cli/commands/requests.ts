@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
-import { accessRequestStatuses } from '../../store/schema.js';
+import { APP_ROLE_NAMES } from '../../auth/roles.js';
+import { type AppRole, accessRequestStatuses } from '../../store/schema.js';
 import { DaemonClient, usage } from '../client.js';
 import { resolveId, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';
@@ -55,7 +56,11 @@ function remaining(seconds: number): string {
   return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
 }
 
+const roleName = (role: string) => APP_ROLE_NAMES[role as AppRole] ?? role;
+
 export function registerRequests(program: Command, o: Output): void {
+  /** On a terminal the name and the value (`Power User (scope_user_power_user)`); piped, the value. */
+  const role = (value: string) => (o.isTTY ? `${roleName(value)} (${value})` : value);
   const requests = program
     .command('requests')
     .description('Review access requests from scripts (the same API as the browser page and `svc review`)')
@@ -92,8 +97,9 @@ export function registerRequests(program: Command, o: Output): void {
         { header: 'status', value: (r) => r.status },
         // on a terminal, flag apps that are not in the client registry (piped rows keep their shape)
         { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? ' (unregistered)' : ''}` },
-        { header: 'requested', value: (r) => r.requested_role },
-        { header: 'approved', value: (r) => r.approved_role ?? '' },
+        // people read role names on a terminal; scripts get the wire values
+        { header: 'requested', value: (r) => (o.isTTY ? roleName(r.requested_role) : r.requested_role) },
+        { header: 'approved', value: (r) => (r.approved_role ? (o.isTTY ? roleName(r.approved_role) : r.approved_role) : '') },
         { header: 'mcp servers', value: (r) => r.requested.mcp_servers.length },
         { header: 'created', value: (r) => r.created_at },
       ]);
@@ -116,9 +122,9 @@ export function registerRequests(program: Command, o: Output): void {
         ['status', r.status],
         ['flow', r.flow_type],
         ...(r.redirect_url ? ([['redirects to', r.redirect_url]] as [string, unknown][]) : []),
-        ['requested role', r.requested_role],
-        ['you may grant', r.max_grantable_role],
-        ...(r.approved_role ? ([['approved role', r.approved_role]] as [string, unknown][]) : []),
+        ['requested role', role(r.requested_role)],
+        ['you may grant', role(r.max_grantable_role)],
+        ...(r.approved_role ? ([['approved role', role(r.approved_role)]] as [string, unknown][]) : []),
         ['expires', r.status === 'draft' ? `${r.expires_at} (in ${remaining(r.expires_in_seconds)})` : r.expires_at],
       ]);
       for (const server of r.mcp_servers) {
