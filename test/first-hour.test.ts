@@ -22,4 +22,11 @@ describe('what a person reads in the pages', () => {
     const review = await admin.get(`/svc/v1/access-requests/${created.body.id}/review`);
     expect(review.body.requested_role).toBe('scope_user_power_user');
   });
+
+  it('every page names an icon, so no browser asks for /favicon.ico and logs a 404 (item 12)', async () => {
+    for (const page of ['/ui', '/ui/apps/access-requests/review?id=nothing']) {
+      const res = await admin.get(page);
+      expect(res.text, page).toContain('<link rel="icon" href="data:,">');
+    }
+  });
 });

@@ -48,7 +48,7 @@ export function App({ width, height, color, user }: AppProps) {
       <Box height={2} overflow="hidden" width={width}>
         <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
       </Box>
-      <KeyHints screen={s.screen} color={color} />
+      <KeyHints screen={s.screen} color={color} decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0} />
     </Box>
   );
 }

@@ -56,6 +56,6 @@ code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-al
 export function page(opts: { title: string; nonce: string; body: SafeHtml; script?: string }): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(opts.title)} · svc</title><style nonce="${opts.nonce}">${STYLE}</style></head>
+<link rel="icon" href="data:,"><title>${escapeHtml(opts.title)} · svc</title><style nonce="${opts.nonce}">${STYLE}</style></head>
 <body><main>${opts.body.value}</main>${opts.script ? `<script nonce="${opts.nonce}">${opts.script}</script>` : ''}</body></html>`;
 }

@@ -22,6 +22,13 @@ describe('KeyHints', () => {
     expect(frame.length).toBeLessThanOrEqual(80);
   });
 
+  it('offers only the keys that still work once the request is decided elsewhere or expired (issue 16 item 12)', () => {
+    const frame = render(<KeyHints screen="detail" color={false} decidable={false} />).lastFrame()!;
+    expect(frame).not.toContain('approve');
+    expect(frame).not.toContain('deny');
+    expect(frame).toContain('Esc back');
+  });
+
   it('is plain without colour', () => {
     expect(render(<KeyHints screen="detail" color={false} />).lastFrame()).not.toMatch(SGR);
     expect(render(<KeyHints screen="detail" color />).lastFrame()).toMatch(SGR);

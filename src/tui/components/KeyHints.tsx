@@ -5,18 +5,22 @@ import type { Screen } from '../state.js';
 export interface KeyHintsProps {
   screen: Screen;
   color: boolean;
+  /** in the detail: whether the request can still be decided (a draft with time left) */
+  decidable?: boolean;
 }
 
 const HINTS: Record<Screen, string> = {
   list: '↑↓/jk move  Enter open  q quit',
   detail: '↑↓/jk move  space toggle  r role  a approve  d deny  Esc back  q quit',
 };
+/** A request decided elsewhere, or expired: only what still works is offered. */
+const DECIDED = 'Esc back  q quit';
 
 /** The bottom line: the keys that work on this screen (CONTRACT §10). */
-export function KeyHints({ screen, color }: KeyHintsProps) {
+export function KeyHints({ screen, color, decidable = true }: KeyHintsProps) {
   return (
     <Text wrap="truncate-end" {...tone(color, 'muted')}>
-      {HINTS[screen]}
+      {screen === 'detail' && !decidable ? DECIDED : HINTS[screen]}
     </Text>
   );
 }
