@@ -9,12 +9,15 @@ export interface Output {
   out: (text: string) => void;
   err: (text: string) => void;
   isTTY: boolean;
+  /** the terminal's width, when it is one */
+  columns?: number;
 }
 
 export const processOutput = (): Output => ({
   out: (t) => process.stdout.write(t),
   err: (t) => process.stderr.write(t),
   isTTY: Boolean(process.stdout.isTTY),
+  columns: process.stdout.isTTY ? process.stdout.columns : undefined,
 });
 
 let onOutputClosed: (() => void) | null = null;
@@ -49,10 +52,34 @@ export function printRows<T>(o: Output, rows: T[], columns: Column<T>[]): void {
     return;
   }
   const headers = columns.map((c) => c.header.toUpperCase());
-  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((v, i) => (i === r.length - 1 ? v : v.padEnd(widths[i]))).join('  ').trimEnd();
+  const widths = fitWidths(
+    headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length))),
+    o.columns,
+  );
+  const clip = (v: string, w: number) => (v.length > w ? `${v.slice(0, Math.max(0, w - 1))}…` : v);
+  const line = (r: string[]) => r.map((v, i) => (i === r.length - 1 ? clip(v, widths[i]) : clip(v, widths[i]).padEnd(widths[i]))).join('  ').trimEnd();
   o.out(`${line(headers)}\n`);
   for (const row of cells) o.out(`${line(row)}\n`);
+}
+
+/**
+ * Column widths that fit a terminal of `total` columns, as gh does: the widest column gives up
+ * characters first, and no column goes below 6 (or its own width). Piped output is never cut.
+ */
+export function fitWidths(widths: number[], total: number | undefined): number[] {
+  const out = [...widths];
+  if (!total || total <= 0) return out;
+  const gaps = 2 * (out.length - 1);
+  const floor = (i: number) => Math.min(widths[i], 6);
+  let over = out.reduce((a, b) => a + b, 0) + gaps - total;
+  while (over > 0) {
+    let widest = -1;
+    for (let i = 0; i < out.length; i++) if (out[i] > floor(i) && (widest === -1 || out[i] > out[widest])) widest = i;
+    if (widest === -1) break;
+    out[widest]--;
+    over--;
+  }
+  return out;
 }
 
 /** `key: value` lines for one record on a TTY; `key<TAB>value` when piped. */
