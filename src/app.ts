@@ -180,13 +180,15 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   let requestCount = 0;
+  const requestLevel = config.logFormat === 'human' ? 'info' : 'debug';
   const tagRequest: Middleware<AppState> = async function tagRequest(ctx, next) {
     ctx.state.requestId = idPrefix + (++requestCount).toString(36);
     const started = performance.now();
     try {
       await next();
     } finally {
-      deps.logger.debug({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+      // a person at a terminal sees a short line per request; JSON logs keep them at debug
+      deps.logger[requestLevel]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }
   };
   const common: Middleware<AppState>[] = [tagRequest, errorMiddleware(deps.logger, deps.config.bodyLimit), securityHeaders, hostCheck(hosts), appCors];

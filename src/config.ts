@@ -17,6 +17,8 @@ export interface Config {
   rateLimitPoll: number;
   keychain: KeyBackendPreference;
   logLevel: string;
+  /** `human` lines (a terminal) or `json` lines; `auto` is human when stdout is a terminal */
+  logFormat: 'auto' | 'human' | 'json';
   /** Largest JSON body accepted, in bytes. */
   bodyLimit: number;
   /** An external authorization server; null runs the embedded one. */
@@ -61,6 +63,7 @@ export interface ConfigFlags {
   rateLimitPoll?: string | number;
   keychain?: string;
   logLevel?: string;
+  logFormat?: string;
   issuer?: string;
   audience?: string;
   allowJwtTyp?: boolean;
@@ -148,6 +151,11 @@ function networks(value: string, name: string): string[] {
   return list;
 }
 
+function logFormat(value: string): Config['logFormat'] {
+  if (value === 'auto' || value === 'human' || value === 'json') return value;
+  throw new ConfigError(`--log-format must be auto, human or json, not "${value}".`);
+}
+
 /** Flags > environment > defaults (CONTRACT §2). */
 export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
@@ -168,6 +176,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     rateLimitPoll: integer(pick(flags.rateLimitPoll, 'SVC_RATE_LIMIT_POLL') ?? 120, 'rate-limit-poll', 0, 1_000_000),
     keychain: keychain as KeyBackendPreference,
     logLevel: String(pick(flags.logLevel, 'SVC_LOG_LEVEL') ?? 'info'),
+    logFormat: logFormat(String(pick(flags.logFormat, 'SVC_LOG_FORMAT') ?? 'auto')),
     bodyLimit: 1024 * 1024,
     issuer: issuer === undefined ? null : absoluteUrl(String(issuer), '--issuer'),
     audience: audience === undefined ? null : String(audience),

@@ -1,6 +1,10 @@
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { BIN, cleanEnv, REPO } from './helpers/cli.js';
+import { rm } from 'node:fs/promises';
+import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
+import { needs } from './helpers/requirements.js';
 
 /** Issue 16's polish items that a person notices in the browser pages. */
 describe('what a person reads in the pages', () => {
@@ -28,5 +32,44 @@ describe('what a person reads in the pages', () => {
       const res = await admin.get(page);
       expect(res.text, page).toContain('<link rel="icon" href="data:,">');
     }
+  });
+});
+
+const haveScript = (await execa('sh', ['-c', 'command -v script'], { reject: false })).exitCode === 0;
+
+describe.skipIf(!needs(haveScript, 'first-hour (the daemon on a terminal)', 'script (bsdutils)'))('the daemon on a terminal and in a pipe (item 8)', () => {
+  /** `svc serve` for a few seconds with a health check in the middle, on a pseudo-terminal or piped. */
+  async function serveFor(onTerminal: boolean, extra: string[] = []) {
+    const dataDir = await tempDir();
+    const cmd = `node ${JSON.stringify(BIN)} serve --port 0 --keychain file ${extra.join(' ')}`;
+    const run = onTerminal
+      ? execa('script', ['-qfec', cmd, '/dev/null'], { cwd: REPO, env: cleanEnv({ SVC_HOME: dataDir }), extendEnv: false, reject: false, all: true })
+      : execa('node', [BIN, 'serve', '--port', '0', '--keychain', 'file', ...extra], { cwd: REPO, env: cleanEnv({ SVC_HOME: dataDir }), extendEnv: false, reject: false, all: true });
+    let output = '';
+    run.all!.on('data', (c: Buffer) => (output += c.toString()));
+    const deadline = Date.now() + 20_000;
+    while (!/svc listening on (http:\/\/\S+)/.test(output) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    const url = /svc listening on (http:\/\/\S+)/.exec(output)?.[1];
+    if (url) await fetch(`${url}/svc/v1/health`);
+    await new Promise((r) => setTimeout(r, 300));
+    run.kill('SIGTERM');
+    await run;
+    await rm(dataDir, { recursive: true, force: true });
+    return output.replace(/\r/g, '');
+  }
+
+  it('on a terminal: the banner, one listening line and short request lines, no JSON', async () => {
+    const out = await serveFor(true);
+    expect(out).toContain('shown only once');
+    expect(out.match(/listening/g)).toHaveLength(1);
+    expect(out).toMatch(/\d\d:\d\d:\d\d GET \/svc\/v1\/health 200 \d+ ms/);
+    expect(out).not.toMatch(/^\{"level"/m);
+  });
+
+  it('piped, or with --log-format json: JSON lines', async () => {
+    const piped = await serveFor(false);
+    expect(piped).toMatch(/^\{"level":30/m);
+    const forced = await serveFor(true, ['--log-format', 'json']);
+    expect(forced).toMatch(/\{"level":30/);
   });
 });

@@ -41,6 +41,7 @@ export function registerServe(program: Command, o: Output): void {
     .option('--download-allow-networks <cidrs>', 'private networks that downloads started by apps may still reach, comma-separated (env SVC_DOWNLOAD_ALLOW_NETWORKS)')
     .option('--keychain <where>', 'where the master key lives for a new store: auto, keychain or file (env SVC_KEYCHAIN)')
     .option('--log-level <level>', 'trace, debug, info, warn, error (env SVC_LOG_LEVEL)')
+    .option('--log-format <format>', 'human lines or json lines; auto: human on a terminal (env SVC_LOG_FORMAT)')
     .option('--issuer <url>', 'trust this external OAuth issuer instead of the embedded one (env SVC_ISSUER)')
     .option('--audience <aud>', 'the audience external tokens must carry; default the base URL (env SVC_AUDIENCE)')
     .option('--allow-jwt-typ', 'with --issuer: also accept access tokens with typ JWT (env SVC_ALLOW_JWT_TYP=1)')
@@ -79,7 +80,9 @@ export function registerServe(program: Command, o: Output): void {
       try {
         // Loaded here, not at the top: every other command starts without the whole server.
         const [{ startDaemon, StartupAbortedError }, { createLogger }] = await Promise.all([import('../../daemon.js'), import('../../log.js')]);
-        const logger = createLogger(config.logLevel, process.stderr);
+        // People at a terminal read lines; anything else (a pipe, a file, a supervisor) gets JSON.
+        if (config.logFormat === 'auto') config.logFormat = process.stdout.isTTY ? 'human' : 'json';
+        const logger = createLogger(config.logLevel, process.stderr, config.logFormat);
         // A notice counts as shown once written; a closed stdout (EPIPE, reported a tick later) means it was not.
         const notify = async (line: string) => {
           o.out(`${line}\n`);
