@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { CLI_SESSION_FILE } from '../src/cli/credentials.js';
 import { EXIT } from '../src/cli/errors.js';
 import { buildProgram } from '../src/cli/main.js';
+import { synopsis, withSynopsis } from '../src/cli/man.js';
 import { MASTER_KEY_FILE } from '../src/store/master-key.js';
 import { STORE_FILE } from '../src/store/store.js';
 
@@ -54,6 +55,13 @@ const program = buildProgram({ out() {}, err() {}, isTTY: false });
 const commands = walk(program);
 const hasToken = (text: string, token: string) =>
   new RegExp(`(^|[^\\w-])${token.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w-])`, 'm').test(text);
+
+describe('man/svc.1 is generated from the command definitions', () => {
+  it('holds exactly the SYNOPSIS that `npm run build` generates (so no command can be missing from it)', () => {
+    expect(withSynopsis(roff, synopsis(program))).toBe(roff);
+    for (const { path: p } of commands.filter((c) => c.command.commands.length === 0)) expect(roff).toContain(`.B svc ${p}\n`);
+  });
+});
 
 function sectionFor(commandPath: string) {
   return sections().find((s) => s.level === 'SS' && (s.title === `svc ${commandPath}` || s.title.startsWith(`svc ${commandPath} `)));
