@@ -69,6 +69,12 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'demo-app', 'Chromium at /usr/bin/chro
     const page = await context.newPage();
     await page.goto(demoUrl);
     await page.fill('#mcp', mcp.url);
+    // the MCP field stays inside its column (issue 16 item 12: it overflowed by about 17 px)
+    const overflow = await page.evaluate(() => {
+      const input = document.getElementById('mcp')!;
+      return input.getBoundingClientRect().right - input.parentElement!.getBoundingClientRect().right;
+    });
+    expect(overflow).toBeLessThanOrEqual(0);
     const reviewPopup = page.waitForEvent('popup');
     await page.click('#ask');
     const review = await reviewPopup;

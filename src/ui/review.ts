@@ -227,7 +227,7 @@ ${server.instances.length === 0
       : html`When you decide, this window closes and the app carries on.`}</p>
 <div class="actions"><button type="submit" class="danger" formaction="${DENY_PATH}" id="deny">Deny</button><button type="submit" class="primary" id="approve">Approve</button></div>
 </form>
-<p class="foot">Signed in as <strong>${user.username}</strong> · <a href="/ui/logout">Log out</a> · Request <code>${view.id}</code></p>
+<p class="foot">Signed in as <strong>${user.username}</strong> · <a href="/ui/logout">Log out</a> · Request <code title="${view.id}">${view.id.slice(0, 8)}</code></p>
 </div>`,
     COUNTDOWN_SCRIPT,
   );
