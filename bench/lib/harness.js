@@ -154,3 +154,27 @@ export async function interleaved(direct, proxied, body, rounds, metric = 'total
     errors,
   };
 }
+
+/**
+ * The same POST sent to every path in turn, `rounds` times, so all see the same machine state.
+ * Answers the p50 and p99 of `metric` per path name, and the errors.
+ */
+export async function interleavedMany(paths, body, rounds, metric = 'total') {
+  const samples = Object.fromEntries(Object.keys(paths).map((k) => [k, []]));
+  let errors = 0;
+  for (let i = 0; i < rounds; i++) {
+    for (const [name, p] of Object.entries(paths)) {
+      const r = await request(p.url, { method: 'POST', headers: p.headers, body });
+      if (r.status !== 200) errors++;
+      samples[name].push(r[metric]);
+    }
+  }
+  const p50 = {};
+  const p99 = {};
+  for (const [name, list] of Object.entries(samples)) {
+    list.sort((x, y) => x - y);
+    p50[name] = percentile(list, 50);
+    p99[name] = percentile(list, 99);
+  }
+  return { p50, p99, errors };
+}

@@ -1,4 +1,4 @@
-import type { AppRole, UserRole } from '../store/schema.js';
+import type { AppRole, UserRole } from '../store/vocabulary.js';
 
 const rank: Record<UserRole, number> = { user: 0, power_user: 1, manager: 2, admin: 3 };
 const appRank: Record<AppRole, number> = { scope_user_user: 0, scope_user_power_user: 1 };

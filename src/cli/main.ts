@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { AppError } from '../errors.js';
-import { inert } from '../log.js';
+import { inert } from '../text.js';
 import { VERSION } from '../version.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';

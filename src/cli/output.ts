@@ -1,4 +1,4 @@
-import { inert } from '../log.js';
+import { inert } from '../text.js';
 
 export interface Column<T> {
   header: string;

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { AsyncEntry } from '@napi-rs/keyring';
 import { writeFileDurably } from './durable-file.js';
 
 export type KeyBackend = 'keychain' | 'file';
@@ -23,10 +22,13 @@ export const MASTER_KEY_FILE = 'master.key';
  */
 const entryOptions = process.platform === 'linux' ? { linux: { store: 'secret-service' as const } } : undefined;
 
+const keyring = () => import('@napi-rs/keyring');
+
 export const osKeychain: Keychain = {
   // async, so a constructor that throws (no store reachable) rejects like any other failure
-  get: async (account) => (await new AsyncEntry(KEYCHAIN_SERVICE, account, entryOptions).getPassword()) ?? null,
-  set: async (account, secret) => new AsyncEntry(KEYCHAIN_SERVICE, account, entryOptions).setPassword(secret),
+  // the native module is loaded on first use: a data dir whose key is in a file never needs it
+  get: async (account) => (await new (await keyring()).AsyncEntry(KEYCHAIN_SERVICE, account, entryOptions).getPassword()) ?? null,
+  set: async (account, secret) => new (await keyring()).AsyncEntry(KEYCHAIN_SERVICE, account, entryOptions).setPassword(secret),
 };
 
 export class MasterKeyError extends Error {

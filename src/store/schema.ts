@@ -1,14 +1,11 @@
 import { z } from 'zod';
 
+import { accessRequestStatuses } from './vocabulary.js';
+import type { AccessRequestStatus, AppRole, UserRole } from './vocabulary.js';
+
 /** The shape of db.json. Records are plain JSON; secret fields hold sealed strings only. */
-export const userRoles = ['user', 'power_user', 'manager', 'admin'] as const;
-export type UserRole = (typeof userRoles)[number];
-
-export const appRoles = ['scope_user_user', 'scope_user_power_user'] as const;
-export type AppRole = (typeof appRoles)[number];
-
-export const accessRequestStatuses = ['draft', 'approved', 'denied', 'expired', 'failed', 'revoked'] as const;
-export type AccessRequestStatus = (typeof accessRequestStatuses)[number];
+export { accessRequestStatuses, appRoles, userRoles } from './vocabulary.js';
+export type { AccessRequestStatus, AppRole, UserRole } from './vocabulary.js';
 
 export interface UserRecord {
   id: string;

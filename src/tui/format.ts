@@ -1,4 +1,4 @@
-import { inert } from '../log.js';
+import { inert } from '../text.js';
 
 /** App-supplied text made safe for the terminal: control characters out, length capped. */
 export const safe = (value: string | null | undefined, max = 200): string => inert(value ?? '', max);

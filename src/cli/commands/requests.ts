@@ -1,6 +1,6 @@
 import { type Command, Option } from 'commander';
 import { APP_ROLE_NAMES } from '../../auth/roles.js';
-import { type AppRole, accessRequestStatuses } from '../../store/schema.js';
+import { type AppRole, accessRequestStatuses } from '../../store/vocabulary.js';
 import { DaemonClient, usage } from '../client.js';
 import { resolveId, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';

@@ -1,6 +1,5 @@
 import { type Command, Option } from 'commander';
-import { userRoles } from '../../store/schema.js';
-import { passwordSchema } from '../../auth/schemas.js';
+import { userRoles } from '../../store/vocabulary.js';
 import { ConfigError, resolveConfig } from '../../config.js';
 import { AppError } from '../../errors.js';
 import { CorruptStoreError, FileWriteError } from '../../store/durable-file.js';
@@ -103,6 +102,8 @@ async function passwdOffline(o: Output, name: string, opts: { passwordStdin?: bo
     throw err;
   }
   const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
+  // zod is loaded here, not at every CLI start
+  const { passwordSchema } = await import('../../auth/schemas.js');
   const checked = passwordSchema.safeParse(password);
   if (!checked.success) throw usage(`The password is not accepted: ${checked.error.issues[0].message}.`);
   // Loaded here: the store and password hashing are not for every CLI start.

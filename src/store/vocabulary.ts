@@ -1,0 +1,12 @@
+/**
+ * The store's fixed vocabularies, apart from its zod schema so that the CLI (which only needs the
+ * words) starts without loading zod.
+ */
+export const userRoles = ['user', 'power_user', 'manager', 'admin'] as const;
+export type UserRole = (typeof userRoles)[number];
+
+export const appRoles = ['scope_user_user', 'scope_user_power_user'] as const;
+export type AppRole = (typeof appRoles)[number];
+
+export const accessRequestStatuses = ['draft', 'approved', 'denied', 'expired', 'failed', 'revoked'] as const;
+export type AccessRequestStatus = (typeof accessRequestStatuses)[number];
