@@ -242,7 +242,7 @@ describe('MCP for apps: REST endpoints and the Streamable HTTP proxy, through th
 
   it('refuses an instance outside the grant, a disabled instance and a bad Origin on every MCP route', async () => {
     for (const id of [ids['not-granted'], ids.disabled]) {
-      const expected = id === ids.disabled ? 403 : 404;
+      const expected = id === ids.disabled ? 400 : 404; // mcp_instance_disabled is one status everywhere (the catalogue)
       const api = new Api(d.url);
       expect((await api.post(`/svc/v1/apps/mcps/${id}/tools/refresh`, undefined, bearer())).status).toBe(expected);
       expect((await api.post(`/svc/v1/apps/mcps/${id}/tools/add/execute`, { params: { a: 1, b: 1 } }, bearer())).status).toBe(expected);

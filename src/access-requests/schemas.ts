@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ErrorCode } from '../errors.js';
 import { httpUrl } from '../http/urls.js';
 import { accessRequestStatuses, appRoles } from '../store/schema.js';
 
@@ -9,7 +10,7 @@ export const appRole = z.enum(appRoles).meta({ id: 'AppRole', description: 'scop
 export const accessRequestStatus = z.enum(accessRequestStatuses).meta({ id: 'AccessRequestStatus' });
 
 /** A custom issue whose `params.code` becomes the error's wire code (see parseOrThrow). */
-const coded = (code: string, message: string) => ({ code: 'custom' as const, message, params: { code } });
+const coded = (code: ErrorCode, message: string) => ({ code: 'custom' as const, message, params: { code } });
 
 export const appClientId = z
   .string()

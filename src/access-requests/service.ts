@@ -52,7 +52,7 @@ export class AccessRequestsService {
       if (r.app_client_id === clientId) mine++;
     }
     const full = (what: string) =>
-      new AppError(429, 'rate_limit_error', 'too_many_drafts', `${what}; wait for a decision or for them to expire (10 minutes).`, { headers: { 'Retry-After': '60' } });
+      new AppError('too_many_drafts', `${what}; wait for a decision or for them to expire (10 minutes).`, { headers: { 'Retry-After': '60' } });
     if (mine >= this.limits.draftsPerClient) throw full(`This app already has ${mine} undecided access requests`);
     if (all >= this.limits.drafts) throw full(`svc already holds ${all} undecided access requests`);
   }
@@ -102,7 +102,7 @@ export class AccessRequestsService {
     if (input.app_client_id.startsWith('svc-key:')) throw invalidBody('app_client_id svc-key:... is reserved for API keys.', 'app_client_id');
     const registered = this.appInfo(input.app_client_id)?.redirect_uris;
     if (registered && input.redirect_url && !registered.includes(input.redirect_url)) {
-      throw new AppError(400, 'invalid_request_error', 'invalid_redirect_url', 'redirect_url is not a registered redirect URI of this client.', {
+      throw new AppError('invalid_redirect_url', 'redirect_url is not a registered redirect URI of this client.', {
         param: 'redirect_url',
       });
     }
@@ -237,7 +237,7 @@ export class AccessRequestsService {
     } catch (err) {
       if (err instanceof AppError) throw err;
       await this.fail(id, err);
-      throw new AppError(500, 'server_error', 'processing_failed', 'The request could not be processed and is now failed; the app must ask again.', {
+      throw new AppError('processing_failed', 'The request could not be processed and is now failed; the app must ask again.', {
         expose: true,
         cause: err,
       });
@@ -266,7 +266,7 @@ export class AccessRequestsService {
           throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
         }
         if (!instance.enabled) {
-          throw new AppError(400, 'invalid_request_error', 'mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
+          throw new AppError('mcp_instance_disabled', `MCP instance ${instanceId} is disabled.`);
         }
         const ids = granted.get(selection.url) ?? new Set<string>();
         ids.add(instanceId);

@@ -74,7 +74,7 @@ export const localKeys = (publicKeys: JWK[]): JWTVerifyGetKey => createLocalJWKS
  * (§3.1), the metadata of the very resource asked for, and the role a client should ask for.
  */
 export const invalidToken = (message: string, metadataUrl: string, credentialSent = true) =>
-  new AppError(401, 'authentication_error', 'invalid_token', message, {
+  new AppError('invalid_token', message, {
     headers: {
       'WWW-Authenticate': `Bearer ${credentialSent ? 'error="invalid_token", ' : ''}resource_metadata="${metadataUrl}", scope="scope_user_user"`,
     },
@@ -134,7 +134,7 @@ export class BearerVerifier {
       // The issuer's keys could not be fetched: not the token's fault, so not a 401 that would
       // make the app throw a good token away.
       if (!(err instanceof joseErrors.JOSEError) || err instanceof joseErrors.JWKSTimeout) {
-        throw new AppError(503, 'upstream_error', 'issuer_unavailable', "The authorization server's signing keys cannot be fetched right now; try again shortly.", {
+        throw new AppError('issuer_unavailable', "The authorization server's signing keys cannot be fetched right now; try again shortly.", {
           headers: { 'Retry-After': '5' },
         });
       }
@@ -239,7 +239,7 @@ export function requireAppRole(role: AppRole): Middleware<AppState> {
   return async function checkAppRole(ctx, next) {
     const grant = ctx.state.grant;
     if (!grant || !appRoleAtMost(role, grant.role)) {
-      throw new AppError(403, 'forbidden_error', 'insufficient_scope', `This endpoint needs ${role}; the grant is ${grant?.role ?? 'none'}.`, {
+      throw new AppError('insufficient_scope', `This endpoint needs ${role}; the grant is ${grant?.role ?? 'none'}.`, {
         headers: { 'WWW-Authenticate': `Bearer error="insufficient_scope", scope="${role}"` },
       });
     }
@@ -258,7 +258,7 @@ export function requireRoleEither(role: AppRole): Middleware<AppState> {
     const user = ctx.state.user;
     const needed = role === 'scope_user_power_user' ? 'power_user' : 'user';
     if (!user || !atLeast(user.role, needed)) {
-      throw new AppError(403, 'forbidden_error', 'insufficient_scope', `This endpoint needs a ${needed.replace('_', ' ')} account.`);
+      throw new AppError('insufficient_scope', `This endpoint needs a ${needed.replace('_', ' ')} account.`);
     }
     await next();
   };

@@ -163,4 +163,4 @@ export function setPasswordIn(db: Db, user: UserRecord, passwordHash: string): v
 }
 
 export const invalidCredentials = () =>
-  new AppError(401, 'authentication_error', 'invalid_credentials', 'Wrong username or password.');
+  new AppError('invalid_credentials', 'Wrong username or password.');

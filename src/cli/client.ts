@@ -56,7 +56,7 @@ export class DaemonClient {
     }
     if (!res.ok) {
       const e = (parsed as ErrorBody | undefined)?.error;
-      throw new AppError(res.status, e?.type ?? 'server_error', e?.code ?? 'http_error', e?.message ?? `HTTP ${res.status}`, { param: e?.param });
+      throw AppError.fromWire(res.status, e?.type ?? 'server_error', e?.code ?? 'http_error', e?.message ?? `HTTP ${res.status}`, e?.param);
     }
     return { status: res.status, body: parsed as T, headers: res.headers };
   }

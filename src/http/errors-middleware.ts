@@ -11,8 +11,8 @@ function toAppError(err: unknown, bodyLimit: number): AppError {
   const status = e?.status ?? e?.statusCode;
   if (status === 413) return payloadTooLarge(bodyLimit);
   if (status === 415) return invalidBody('Unsupported content type; send application/json.');
-  if (status === 404) return new AppError(404, 'not_found_error', 'not_found', 'Not found');
-  if (status === 405) return new AppError(405, 'invalid_request_error', 'method_not_allowed', 'Method not allowed');
+  if (status === 404) return new AppError('not_found', 'Not found');
+  if (status === 405) return new AppError('method_not_allowed', 'Method not allowed');
   if (status && status >= 400 && status < 500) {
     const parseFailure = e.type === 'entity.parse.failed' || /JSON/i.test(e.message ?? '');
     return invalidBody(parseFailure ? 'Request body is not valid JSON.' : 'Malformed request.');
@@ -41,12 +41,12 @@ export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<A
   return async function handleErrors(ctx, next) {
     try {
       await next();
-      if (ctx.status === 404 && ctx.body === undefined) throw new AppError(404, 'not_found_error', 'not_found', 'Not found');
+      if (ctx.status === 404 && ctx.body === undefined) throw new AppError('not_found', 'Not found');
       // The router's own answers for a wrong method (405, or 501 for a method it does not know)
       // come without a body; both leave as a JSON 405, keeping the router's Allow header.
       if ((ctx.status === 405 || ctx.status === 501) && ctx.body === undefined) {
         const allow = ctx.response.get('Allow');
-        throw new AppError(405, 'invalid_request_error', 'method_not_allowed', `Method ${ctx.method} is not allowed here${allow ? `; allowed: ${allow}` : ''}.`);
+        throw new AppError('method_not_allowed', `Method ${ctx.method} is not allowed here${allow ? `; allowed: ${allow}` : ''}.`);
       }
     } catch (err) {
       // An app that hung up while sending its body: its mistake (a 400 nobody will read), and

@@ -25,11 +25,7 @@ export function limitPerGrant(limits: GrantLimits): Middleware<AppState> {
     const key = grant.record.id;
     const count = inFlight.get(key) ?? { calls: 0, streams: 0 };
     if (count[kind] >= limit) {
-      throw new AppError(
-        429,
-        'rate_limit_error',
-        'rate_limited',
-        kind === 'streams'
+      throw new AppError('rate_limited', kind === 'streams'
           ? `This grant already holds ${limit} open MCP streams; close one first.`
           : `This grant already has ${limit} calls in flight; wait for one to finish.`,
         { headers: { 'Retry-After': '1' } },

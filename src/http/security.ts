@@ -27,7 +27,7 @@ export function hostCheck(hosts: Set<string>): Middleware<AppState> {
   return async function refuseUnknownHost(ctx, next) {
     const host = (ctx.get('Host') || '').toLowerCase();
     if (!hosts.has(host)) {
-      throw new AppError(400, 'invalid_request_error', 'invalid_host', 'Unknown Host header; use the address svc prints at start (or set --base-url).');
+      throw new AppError('invalid_host', 'Unknown Host header; use the address svc prints at start (or set --base-url).');
     }
     await next();
   };

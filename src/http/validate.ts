@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { AppError } from '../errors.js';
+import { AppError, type ErrorCode } from '../errors.js';
 
 /**
  * Parses with a zod schema; a failure is a 400 naming the offending field. An issue raised with
@@ -22,5 +22,6 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, whe
 }
 
 function throwInvalid(code: string, message: string, param?: string): never {
-  throw new AppError(400, 'invalid_request_error', code, message, { param });
+  // zod issues carry their code in params.code: one of the catalogue's 400 codes (schemas.ts `coded`)
+  throw new AppError(code as ErrorCode, message, { param });
 }

@@ -90,7 +90,7 @@ export class ApiKeysService {
     const prefix = ref.toLowerCase();
     const matches = prefix.length >= 6 ? visible.filter((k) => k.id.startsWith(prefix)) : [];
     if (matches.length > 1) {
-      throw new AppError(400, 'invalid_request_error', 'ambiguous_id', `${matches.length} API keys start with ${ref}; give more of the id.`, { param: 'id' });
+      throw new AppError('ambiguous_id', `${matches.length} API keys start with ${ref}; give more of the id.`, { param: 'id' });
     }
     if (matches.length === 0) throw notFound('No such API key.');
     return matches[0];

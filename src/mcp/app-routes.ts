@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { forbidden, notFound } from '../errors.js';
+import { AppError, forbidden, notFound } from '../errors.js';
 import type { AppContext } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { McpInstanceRecord } from '../store/schema.js';
@@ -48,7 +48,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
   const proxy = async (ctx: AppContext, id: string) => {
     if (!originAllowed(ctx)) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
     const instance = grantedInstance(ctx, instances, id);
-    if (!instance.enabled) throw forbidden('This MCP instance is disabled by its owner.', 'mcp_instance_disabled');
+    if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
     await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs);
   };
   const proxyDoc = {

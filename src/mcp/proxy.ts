@@ -19,7 +19,7 @@ function requireJsonUtf8(contentType: string): void {
   const [type, ...params] = contentType.split(';').map((p) => p.trim().toLowerCase());
   const charset = params.find((p) => p.startsWith('charset='))?.slice('charset='.length).replace(/^"|"$/g, '');
   if (type !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
-    throw new AppError(415, 'invalid_request_error', 'unsupported_media_type', 'The MCP endpoint takes Content-Type: application/json in UTF-8.');
+    throw new AppError('unsupported_media_type', 'The MCP endpoint takes Content-Type: application/json in UTF-8.');
   }
 }
 
@@ -28,7 +28,7 @@ function decodeUtf8(body: Buffer): string {
   try {
     return utf8.decode(body);
   } catch {
-    throw new AppError(400, 'invalid_request_error', 'invalid_body', 'The MCP request body is not valid UTF-8.');
+    throw new AppError('invalid_body', 'The MCP request body is not valid UTF-8.');
   }
 }
 
@@ -111,7 +111,7 @@ function filterSse(source: Readable, write: (text: string) => void, end: () => v
 export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number): Promise<void> {
   const method = ctx.method;
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
-    throw new AppError(405, 'invalid_request_error', 'method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
+    throw new AppError('method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
   }
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
@@ -124,11 +124,11 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     try {
       parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
     } catch {
-      throw new AppError(400, 'invalid_request_error', 'invalid_body', 'The MCP request body is not valid JSON.');
+      throw new AppError('invalid_body', 'The MCP request body is not valid JSON.');
     }
     const messages = Array.isArray(parsed) ? parsed : [parsed];
     const disagreement = headersDisagree(ctx, messages);
-    if (disagreement) throw new AppError(400, 'invalid_request_error', 'header_mismatch', disagreement);
+    if (disagreement) throw new AppError('header_mismatch', disagreement);
     const refused = messages.filter((m) => m?.method === 'tools/call' && !(typeof m.params?.name === 'string' && toolAllowed(instance, m.params.name)));
     if (refused.length > 0) {
       // Refused before anything goes upstream, answered the way an MCP server answers an unknown tool.
@@ -171,7 +171,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     // would make the app drop a good token, and its text may quote the credential.
     answer.on('error', () => undefined);
     answer.destroy();
-    throw new AppError(502, 'upstream_error', 'upstream_rejected', `The MCP server refused svc's credentials for this instance (${upstream.statusCode}); its owner must fix them.`);
+    throw new AppError('upstream_rejected', `The MCP server refused svc's credentials for this instance (${upstream.statusCode}); its owner must fix them.`);
   }
   // Anything but a stream is read whole (bounded) before svc answers, so an upstream that stalls
   // or breaks off is a 504/502 in the contract's shape, never silence or half a body.

@@ -38,7 +38,7 @@ export class McpToolsService {
   }
 
   private requireEnabled(instance: McpInstanceRecord): void {
-    if (!instance.enabled) throw new AppError(403, 'forbidden_error', 'mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
+    if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
   }
 
   /** The cached tool list (allowed tools only), if the instance was ever refreshed. */

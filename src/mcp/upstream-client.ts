@@ -19,10 +19,10 @@ export function mcpError(err: unknown): AppError {
   if (err instanceof McpError) {
     if (err.code === ErrorCode.RequestTimeout) return upstreamTimeout('The MCP server did not answer in time.');
     if (err.code === ErrorCode.InvalidParams && /tool/i.test(err.message)) {
-      return new AppError(404, 'not_found_error', 'tool_not_found', 'The MCP server has no such tool.');
+      return new AppError('tool_not_found', 'The MCP server has no such tool.');
     }
     if (err.code === ErrorCode.ConnectionClosed) return upstreamUnavailable('The MCP server closed the connection.');
-    return new AppError(502, 'upstream_error', 'upstream_rejected', `The MCP server refused the call (${err.code}).`);
+    return new AppError('upstream_rejected', `The MCP server refused the call (${err.code}).`);
   }
   return upstreamUnavailable('The MCP server could not be reached.');
 }

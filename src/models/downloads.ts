@@ -129,7 +129,7 @@ export class ModelDownloads {
 
   private fileFor(filename: string): string {
     const file = path.join(this.dir, filename);
-    if (path.dirname(file) !== this.dir) throw new AppError(400, 'invalid_request_error', 'invalid_body', 'filename must stay inside the models folder.', { param: 'filename' });
+    if (path.dirname(file) !== this.dir) throw new AppError('invalid_body', 'filename must stay inside the models folder.', { param: 'filename' });
     return file;
   }
 
@@ -184,11 +184,11 @@ export class ModelDownloads {
     }
     const filename = input.filename ?? fromUrl;
     if (!modelFilename.safeParse(filename).success) {
-      throw new AppError(400, 'invalid_request_error', 'invalid_body', 'Cannot take a safe file name from the URL; pass filename.', { param: 'filename' });
+      throw new AppError('invalid_body', 'Cannot take a safe file name from the URL; pass filename.', { param: 'filename' });
     }
     const literal = literalAddress(url);
     if (actor.app && literal && !addressAllowed(literal, this.allowed)) {
-      throw new AppError(400, 'invalid_request_error', 'address_not_allowed', 'An app may download only from public addresses.', { param: 'url' });
+      throw new AppError('address_not_allowed', 'An app may download only from public addresses.', { param: 'url' });
     }
     const file = this.fileFor(filename);
     if (await stat(file).then(() => true, () => false)) throw conflict('file_exists', `${filename} is already in the models folder.`);
@@ -294,28 +294,28 @@ export class ModelDownloads {
     let url = new URL(job.url);
     for (let hop = 0; ; hop++) {
       const literal = literalAddress(url);
-      if (job.by_app && literal && !addressAllowed(literal, this.allowed)) throw new AppError(502, 'upstream_error', 'address_not_allowed', 'The download leads to an address that is not public.');
+      if (job.by_app && literal && !addressAllowed(literal, this.allowed)) throw new AppError('address_not_allowed', 'The download leads to an address that is not public.');
       let res: Dispatcher.ResponseData;
       try {
         res = await agent.request({ origin: url.origin, path: `${url.pathname}${url.search}`, method: 'GET', headers, signal, headersTimeout: 60_000, bodyTimeout: 60_000 });
       } catch (err) {
         if (signal.aborted) throw err;
         const e = err as { code?: string; cause?: { code?: string } };
-        if (e.code === 'ESVC_BLOCKED_ADDRESS' || e.cause?.code === 'ESVC_BLOCKED_ADDRESS') throw new AppError(502, 'upstream_error', 'address_not_allowed', 'The download leads to an address that is not public.');
-        if (e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT') throw new AppError(504, 'upstream_error', 'upstream_timeout', 'The server did not answer in time.');
-        throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server could not be reached.');
+        if (e.code === 'ESVC_BLOCKED_ADDRESS' || e.cause?.code === 'ESVC_BLOCKED_ADDRESS') throw new AppError('address_not_allowed', 'The download leads to an address that is not public.');
+        if (e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT') throw new AppError('upstream_timeout', 'The server did not answer in time.');
+        throw new AppError('upstream_unavailable', 'The server could not be reached.');
       }
       const location = res.headers.location;
       if (!REDIRECTS.has(res.statusCode) || typeof location !== 'string') return res;
       await res.body.dump().catch(() => undefined);
-      if (hop >= MAX_REDIRECTS) throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server redirected too many times.');
+      if (hop >= MAX_REDIRECTS) throw new AppError('upstream_unavailable', 'The server redirected too many times.');
       let next: URL;
       try {
         next = new URL(location, url);
       } catch {
-        throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server redirected to an invalid URL.');
+        throw new AppError('upstream_unavailable', 'The server redirected to an invalid URL.');
       }
-      if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The server redirected to a URL that is not http(s).');
+      if (next.protocol !== 'http:' && next.protocol !== 'https:') throw new AppError('upstream_unavailable', 'The server redirected to a URL that is not http(s).');
       url = next;
     }
   }
@@ -330,7 +330,7 @@ export class ModelDownloads {
     const status = res.statusCode;
     if (status !== 200 && status !== 206) {
       await res.body.dump().catch(() => undefined);
-      throw new AppError(502, 'upstream_error', 'upstream_unavailable', `The server answered ${status}.`);
+      throw new AppError('upstream_unavailable', `The server answered ${status}.`);
     }
     const resumed = status === 206 && have > 0;
     const start = resumed ? have : 0;
@@ -343,7 +343,7 @@ export class ModelDownloads {
     if (total !== null && overQuota(total)) {
       res.body.destroy();
       await unlink(part).catch(() => undefined);
-      throw new AppError(409, 'conflict_error', 'download_quota_exceeded', `The file (${formatSize(total)}) would exceed your download quota of ${formatSize(quota)}.`);
+      throw new AppError('download_quota_exceeded', `The file (${formatSize(total)}) would exceed your download quota of ${formatSize(quota)}.`);
     }
     const hash = createHash('sha256');
     if (resumed) for await (const chunk of createReadStream(part, { end: have - 1 })) hash.update(chunk as Buffer);
@@ -377,9 +377,9 @@ export class ModelDownloads {
     }
     if (exceeded) {
       await unlink(part).catch(() => undefined);
-      throw new AppError(409, 'conflict_error', 'download_quota_exceeded', `The download would exceed your download quota of ${formatSize(quota)}.`);
+      throw new AppError('download_quota_exceeded', `The download would exceed your download quota of ${formatSize(quota)}.`);
     }
-    if (total !== null && done !== total) throw new AppError(502, 'upstream_error', 'upstream_unavailable', 'The download broke off; it resumes when retried.');
+    if (total !== null && done !== total) throw new AppError('upstream_unavailable', 'The download broke off; it resumes when retried.');
 
     await this.patch(id, { status: 'verifying', bytes_done: done, bytes_total: done });
     const digest = hash.digest('hex');

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { codesFor } from '../errors.js';
 import type { AnyRouteDef } from '../http/route.js';
 
 export const errorSchema = z
@@ -71,7 +72,8 @@ export function buildOpenApi(routes: AnyRouteDef[], info: { version: string; ser
     }
     for (const status of route.errors ?? []) {
       responses[String(status)] = {
-        description: statusText[status] ?? 'Error',
+        // the codes this status can carry, from the one catalogue (src/errors.ts)
+        description: `${statusText[status] ?? 'Error'}. Codes: ${codesFor(Number(status)).join(', ') || 'see error.code'}`,
         content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
       };
     }

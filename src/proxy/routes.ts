@@ -47,8 +47,8 @@ const modelParams = z.object({ id: z.string().min(1).max(400).describe('A model 
 const passthrough = z.looseObject({}).describe('The upstream OpenAI-format response, passed through');
 
 const modelNotFound = (model: string) =>
-  new AppError(404, 'not_found_error', 'model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
-const clientClosed = () => new AppError(499, 'invalid_request_error', 'client_closed', 'The client went away.');
+  new AppError('model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
+const clientClosed = () => new AppError('client_closed', 'The client went away.');
 
 type Endpoint = '/chat/completions' | '/embeddings' | '/completions' | '/responses';
 
@@ -134,15 +134,15 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     // Scrubbed after decoding, then cut: a cut first could leave part of the key.
     const upstreamText = scrubText(upstreamMessage(text), providers.apiKey(resolved.provider)).slice(0, 2000);
     if (status === 405 || status === 501 || (status === 404 && !/model/i.test(upstreamText))) {
-      throw new AppError(404, 'not_found_error', 'unsupported_endpoint', `Provider ${name} does not serve /v1${endpoint} (it answered ${status}).`);
+      throw new AppError('unsupported_endpoint', `Provider ${name} does not serve /v1${endpoint} (it answered ${status}).`);
     }
     if (status >= 500 || status < 400) throw upstreamUnavailable(`Upstream provider ${name} answered ${status}.`);
     // The app's token was fine; it is svc's key for this provider that was refused. A 401 here
     // would read to the app's client as its own credentials failing.
     if (status === 401 || status === 403) {
-      throw new AppError(502, 'upstream_error', 'upstream_rejected', `The upstream model server refused svc's credentials for provider ${name} (${status}).`);
+      throw new AppError('upstream_rejected', `The upstream model server refused svc's credentials for provider ${name} (${status}).`);
     }
-    throw new AppError(status, status === 404 ? 'not_found_error' : 'invalid_request_error', 'upstream_rejected', upstreamText || `Upstream provider ${name} answered ${status}.`);
+    throw new AppError('upstream_rejected', upstreamText || `Upstream provider ${name} answered ${status}.`, { status, type: status === 404 ? 'not_found_error' : 'invalid_request_error' });
   }
 
   /** Passes an event stream on line by line; an upstream failure ends it with an error event. */

@@ -21,10 +21,10 @@ function poolFor(origin: string): Pool {
 
 // These say which upstream failed (never its URL or credentials), so they are shown to the app.
 export const upstreamUnavailable = (message = 'The upstream server could not be reached.') =>
-  new AppError(502, 'upstream_error', 'upstream_unavailable', message, { expose: true });
+  new AppError('upstream_unavailable', message, { expose: true });
 export const upstreamTimeout = (message = 'The upstream server did not answer in time.') =>
-  new AppError(504, 'upstream_error', 'upstream_timeout', message, { expose: true });
-const clientClosed = () => new AppError(499, 'invalid_request_error', 'client_closed', 'The client went away.');
+  new AppError('upstream_timeout', message, { expose: true });
+const clientClosed = () => new AppError('client_closed', 'The client went away.');
 
 export interface UpstreamRequest {
   url: URL;

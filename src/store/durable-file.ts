@@ -185,7 +185,7 @@ async function exists(file: string): Promise<boolean> {
 }
 
 export const storeWriteFailed = (cause: unknown) =>
-  new AppError(503, 'server_error', 'store_unavailable', 'The change could not be saved; nothing was changed.', {
+  new AppError('store_unavailable', 'The change could not be saved; nothing was changed.', {
     expose: true,
     cause,
   });

@@ -281,7 +281,7 @@ describe('the detail', () => {
   it('409 already_processed (another surface decided first) is shown in place, and the status with it', async () => {
     const { ui, client, r } = await opened();
     await ui.press(KEY.space);
-    client.approveError = new AppError(409, 'conflict_error', 'already_processed', 'This request was already denied.');
+    client.approveError = new AppError('already_processed', 'This request was already denied.');
     client.reviews.set(r.id, { ...r, status: 'denied', expires_in_seconds: 0 });
     await ui.press('a');
     await ui.see('error: Not approved: This request was already denied. (already_processed)');
@@ -293,7 +293,7 @@ describe('the detail', () => {
 
   it('403 privilege_escalation is shown in place; the reviewer can change the role and retry', async () => {
     const { ui, client, r } = await opened();
-    client.approveError = new AppError(403, 'forbidden_error', 'privilege_escalation', 'You may not grant scope_user_power_user.');
+    client.approveError = new AppError('privilege_escalation', 'You may not grant scope_user_power_user.');
     await ui.press('a');
     await ui.see('error: Not approved: You may not grant scope_user_power_user. (privilege_escalation)');
     expect(ui.frame()).toMatch(/^Client ID\s+notes-app$/m);
@@ -305,7 +305,7 @@ describe('the detail', () => {
 
   it('a deny error is shown in place too', async () => {
     const { ui, client } = await opened();
-    client.denyError = new AppError(409, 'conflict_error', 'expired', 'This request has expired.');
+    client.denyError = new AppError('expired', 'This request has expired.');
     await ui.press('d');
     await ui.see('error: Not denied: This request has expired. (expired)');
     expect(ui.frame()).toMatch(/^Client ID\s+notes-app$/m);
@@ -346,7 +346,7 @@ describe('errors, colour and quitting', () => {
 
   it('an expired session says to log in', async () => {
     const client = new FakeClient();
-    client.listError = new AppError(401, 'authentication_error', 'login_required', 'Not logged in.');
+    client.listError = new AppError('login_required', 'Not logged in.');
     const ui = mount(client);
     await ui.see('Run `svc login`');
   });

@@ -416,7 +416,7 @@ export function mountReviewUi(
     if (!sameToken(form._csrf, csrf)) {
       const loaded = load(ctx, id, user);
       if (loaded) {
-        const stale = new AppError(403, 'forbidden_error', 'invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
+        const stale = new AppError('invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
         renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selection(form, record) });
       }
       return;
@@ -479,7 +479,7 @@ export function mountReviewUi(
           },
         });
         if (!parsed.success) {
-          throw new AppError(400, 'invalid_request_error', 'invalid_body', typeof form.approved_role === 'string' ? 'That choice could not be read; check it and try again.' : 'Choose a role to approve.');
+          throw new AppError('invalid_body', typeof form.approved_role === 'string' ? 'That choice could not be read; check it and try again.' : 'Choose a role to approve.');
         }
         const approved = await requests.approve(user, record.id, parsed.data);
         deps.logger.info({ accessRequest: approved.id, user: user.id, role: approved.approved_role }, 'access request approved (browser)');

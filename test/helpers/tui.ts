@@ -101,7 +101,7 @@ export class FakeClient implements ReviewClient {
 
   async review(id: string) {
     const r = this.reviews.get(id);
-    if (!r) throw new AppError(404, 'not_found_error', 'not_found', 'No such access request.');
+    if (!r) throw new AppError('not_found', 'No such access request.');
     return structuredClone(r);
   }
 
