@@ -4,7 +4,6 @@
  * pose as other text: bidi overrides and isolates, zero-width spaces and joiners, the BOM, Unicode
  * tag characters (U+E0000-U+E007F), lone surrogates and the invisible Hangul fillers.
  */
-// eslint-disable-next-line no-control-regex
 const UNSAFE = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\u{E0000}-\u{E007F}\u034f\u115f\u1160\u3164\uffa0]/gu;
 
 /** Strips control and invisible characters so app-supplied strings cannot forge log lines or drive a terminal. */

@@ -22,7 +22,6 @@ vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
 const HAS_TMUX = spawnSync('tmux', ['-V'], { stdio: 'ignore' }).status === 0;
 const MCP_URL = 'http://127.0.0.1:9/mcp';
-// eslint-disable-next-line no-control-regex
 const SGR_COLOUR = /\u001b\[[0-9;]*(3[0-7]|9[0-7]|38;)[0-9;]*m/;
 
 let root: string;

@@ -39,7 +39,6 @@ export const requestedEnvelope = z
   })
   .meta({ id: 'RequestedResources', description: 'Versioned resource envelope (SPEC 2.2)' });
 
-// eslint-disable-next-line no-control-regex
 const UNSAFE_IN_URL = /[\p{Cc}\p{Cf}\p{Cs}\p{Z}\s]/u;
 
 export const redirectUrl = z

@@ -7,7 +7,7 @@ import { DAEMON_FILE, INSTANCE_HEADER } from '../daemon-info.js';
 import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 
-export interface ClientOptions extends ConfigFlags {}
+export type ClientOptions = ConfigFlags;
 
 /** Talks to the running daemon over HTTP with the CLI's session, like `ollama` or `docker`. */
 export class DaemonClient {

@@ -142,5 +142,4 @@ export async function closedPort(): Promise<number> {
 }
 
 /** Raw terminal control bytes: ESC, BEL, CSI/OSC introducers and the other C0/C1 controls but \t and \n. */
-// eslint-disable-next-line no-control-regex
 export const CONTROL_BYTES = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;

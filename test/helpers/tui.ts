@@ -16,7 +16,6 @@ export const KEY = {
   pageDown: '\u001B[6~',
 } as const;
 
-// eslint-disable-next-line no-control-regex
 export const SGR = /\u001B\[[0-9;]*m/;
 
 let n = 0;
