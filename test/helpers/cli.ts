@@ -1,4 +1,5 @@
 /** Drives the real `svc` binary (bin/svc.js -> dist/) as a user or a script would. */
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -6,6 +7,25 @@ import { execa, type ResultPromise } from 'execa';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const BIN = path.join(REPO, 'bin', 'svc.js');
+
+/**
+ * The spawned CLI runs dist/, so a build older than the sources would test stale code: refuse
+ * that with the command that fixes it (`npm test` always builds first; a direct `npx vitest` may not).
+ */
+let freshChecked = false;
+export function requireFreshDist(): void {
+  if (freshChecked) return;
+  const newest = (dir: string): number =>
+    readdirSync(dir, { withFileTypes: true }).reduce((max, e) => {
+      const p = path.join(dir, e.name);
+      return Math.max(max, e.isDirectory() ? newest(p) : /\.tsx?$/.test(e.name) && !/\.test\.tsx?$/.test(e.name) ? statSync(p).mtimeMs : 0);
+    }, 0);
+  const built = path.join(REPO, 'dist', 'cli', 'main.js');
+  if (!existsSync(built) || statSync(built).mtimeMs < newest(path.join(REPO, 'src'))) {
+    throw new Error('dist/ is older than src/: the CLI tests run dist/, so run `npm run build` first (npm test does).');
+  }
+  freshChecked = true;
+}
 
 export interface CliResult {
   exitCode: number;
@@ -32,6 +52,7 @@ export function cleanEnv(extra: Record<string, string | undefined> = {}): Record
  * CLI sees no TTY. Never throws on a non-zero exit: the exit code is part of what is tested.
  */
 export async function runSvc(args: string[], opts: { env: Record<string, string>; input?: string; timeoutMs?: number }): Promise<CliResult> {
+  requireFreshDist();
   const r = await execa('node', [BIN, ...args], {
     cwd: REPO,
     env: opts.env,
@@ -98,6 +119,7 @@ function watch(child: ResultPromise, pattern: RegExp, timeoutMs: number, what: s
 
 /** `svc serve --port 0 --data-dir DIR` as a child process; resolves once it prints where it listens. */
 export async function startServe(dataDir: string, env: Record<string, string>, extraArgs: string[] = []): Promise<ServeProcess> {
+  requireFreshDist();
   const child = execa('node', [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, ...extraArgs], {
     cwd: REPO,
     env,
