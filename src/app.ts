@@ -5,7 +5,7 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import { z } from 'zod';
 import { accessRequestRoutes } from './access-requests/routes.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
-import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireBearer } from './auth/bearer.js';
+import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
 import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
@@ -22,6 +22,7 @@ import { type AnyRouteDef, defineRoute, mountRoutes } from './http/route.js';
 import { allowedHosts, allowedOrigins, hostCheck, sameOriginOnly, securityHeaders } from './http/security.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
 import { McpInstancesService } from './mcp/instances.js';
+import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
 import { McpToolsService } from './mcp/tools.js';
 import { ModelCatalog } from './models/catalog.js';
@@ -112,22 +113,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());
-  /**
-   * A browser app may use the MCP proxy from its own origin: one of its registered redirect URIs'
-   * origins (or svc's own). Apps of an external issuer are not in the registry; any origin goes.
-   */
-  const mcpOriginAllowed = (origin: string, clientId: string | undefined) => {
-    if (!origin || origins.has(origin.toLowerCase())) return true;
-    const client = clientId ? clients.find(clientId) : undefined;
-    if (!client) return Boolean(config.issuer);
-    return client.redirect_uris.some((u) => {
-      try {
-        return new URL(u).origin === origin;
-      } catch {
-        return false;
-      }
-    });
-  };
+  const mcpOriginAllowed = mcpOriginRule(origins, (clientId) => clients.find(clientId)?.redirect_uris ?? null, Boolean(config.issuer));
   const sameOrigin = sameOriginOnly(origins);
   const session = requireSession(deps);
   const authenticateSession: Middleware<AppState> = (ctx, next) => sameOrigin(ctx, () => session(ctx, next));
@@ -149,7 +135,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...mcpInstanceRoutes(instances, deps.baseUrl),
     ...oauthClientRoutes(clients),
     ...protectedResourceRoutes(deps, issuer),
-    ...appMcpRoutes(instances, mcpTools, (ctx) => mcpOriginAllowed(ctx.get('Origin'), ctx.state.grant?.clientId), deps.config.mcpTimeoutMs),
+    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),
     ...modelDownloadRoutes(downloads),
@@ -163,9 +149,10 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   // The data plane (the proxies apps call on every request) runs on its own lean stack: no
   // sessions, no body parser, no UI or OAuth middleware in its path. The rest is the control plane.
   const isDataPlane = (path: string) => path.startsWith('/v1/') || (path.startsWith('/svc/v1/apps/mcps/') && path.endsWith('/mcp'));
-  mountRoutes(router, routes.filter((r) => !isDataPlane(r.path)), { session: authenticateSession, bearer, either });
+  const guards = { bearer: requireAppRole, either: requireRoleEither };
+  mountRoutes(router, routes.filter((r) => !isDataPlane(r.path)), { session: authenticateSession, bearer, either }, guards);
   const dataRouter = new Router<AppState>();
-  mountRoutes(dataRouter, routes.filter((r) => isDataPlane(r.path)), { bearer });
+  mountRoutes(dataRouter, routes.filter((r) => isDataPlane(r.path)), { bearer }, guards);
   authorizationServer?.mountInteractions(router);
   router.get('/svc/v1/openapi.json', function serveOpenApi(ctx) {
     ctx.body = openApi();

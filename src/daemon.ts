@@ -5,7 +5,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { type App, createApp } from './app.js';
 import { generatePassword } from './auth/password.js';
-import { saveCliSession } from './cli/credentials.js';
+import { saveCliSession } from './store/cli-session.js';
 import { type Config, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
 import { createLogger, type Logger } from './log.js';

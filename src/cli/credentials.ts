@@ -2,27 +2,12 @@ import { readFile, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { SecretBox } from '../store/crypto.js';
 import { LOCAL_LOGIN_LABEL } from '../daemon-info.js';
-import { writeFileDurably } from '../store/durable-file.js';
+import { CLI_SESSION_FILE, CLI_SESSION_KIND, type CliSessionFile, saveCliSession } from '../store/cli-session.js';
 import { CliError } from './errors.js';
 import { type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from '../store/master-key.js';
 
-export const CLI_SESSION_FILE = 'cli-session.json';
-const KIND = 'cli_session';
-
-interface CliSessionFile {
-  backend: KeyBackend;
-  /** the session cookies, sealed with the master key */
-  cookie: string;
-}
-
-/**
- * The CLI's login, kept in the data dir (0600) and sealed with the same master key as the store,
- * so the file alone opens nothing.
- */
-export async function saveCliSession(dataDir: string, backend: KeyBackend, box: SecretBox, cookie: string): Promise<void> {
-  const body: CliSessionFile = { backend, cookie: box.seal(KIND, 'cli', cookie) };
-  await writeFileDurably(path.join(dataDir, CLI_SESSION_FILE), JSON.stringify(body));
-}
+export { CLI_SESSION_FILE, saveCliSession } from '../store/cli-session.js';
+const KIND = CLI_SESSION_KIND;
 
 export async function loadCliSession(dataDir: string, keychain: Keychain = osKeychain): Promise<string | null> {
   let parsed: CliSessionFile;

@@ -3,8 +3,7 @@ import type { Middleware } from 'koa';
 import type { z } from 'zod';
 import type { AppContext, AppState } from './context.js';
 import { parseOrThrow } from './validate.js';
-import { requireAppRole, requireRoleEither } from '../auth/bearer.js';
-import type { AppRole } from '../store/schema.js';
+import type { AppRole } from '../store/vocabulary.js';
 
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 /** `either`: a Bearer token when an Authorization header is present, else the session. */
@@ -59,18 +58,28 @@ export function defineRoute<B extends z.ZodType | undefined = undefined, Q exten
 
 export const koaPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
 
-/** Mounts routes on a router; `authenticate` supplies the middleware for each auth mode. */
+/** The role check of a route's auth mode, given the least role it needs (supplied by auth/, which http/ does not know). */
+export type RoleGuards = Partial<Record<'bearer' | 'either', (role: AppRole) => Middleware<AppState>>>;
+
+/**
+ * Mounts routes on a router; `authenticate` supplies the middleware for each auth mode, and
+ * `guards` the role check that follows it.
+ */
 export function mountRoutes(
   router: Router<AppState>,
   routes: AnyRouteDef[],
   authenticate: Partial<Record<AuthMode, Middleware<AppState>>>,
+  guards: RoleGuards = {},
 ): void {
   for (const route of routes) {
     const auth = authenticate[route.auth];
     if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
     const stack: Middleware<AppState>[] = [...(route.before ?? []), ...(auth ? [auth] : [])];
-    if (route.auth === 'bearer') stack.push(requireAppRole(route.appRole ?? 'scope_user_user'));
-    if (route.auth === 'either') stack.push(requireRoleEither(route.appRole ?? 'scope_user_user'));
+    if (route.auth === 'bearer' || route.auth === 'either') {
+      const guard = guards[route.auth];
+      if (!guard) throw new Error(`no role guard for ${route.auth} (${route.operationId})`);
+      stack.push(guard(route.appRole ?? 'scope_user_user'));
+    }
     const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
       const input = {
         params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,
