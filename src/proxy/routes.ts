@@ -285,6 +285,36 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     }
   }
 
+  /** A POST that goes to the provider as it came (after the model checks), streamed when the body asks. */
+  function passThrough<B extends z.ZodType<Record<string, unknown>>>(def: {
+    endpoint: Endpoint;
+    operationId: string;
+    summary: string;
+    description?: string;
+    body: B;
+    answers: string;
+  }) {
+    return defineRoute({
+      method: 'post',
+      path: `/v1${def.endpoint}`,
+      operationId: def.operationId,
+      summary: def.summary,
+      ...(def.description ? { description: def.description } : {}),
+      tags: ['openai'],
+      auth: 'bearer',
+      rawBody: true,
+      body: def.body,
+      responses: { 200: { description: def.answers, schema: passthrough } },
+      errors: [400, 401, 403, 404, 413, 502, 504],
+      async handler(ctx) {
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(def.body, json, 'body');
+        // embeddings never stream; the others do when the body asks
+        await forward(ctx, def.endpoint, raw, body, def.endpoint !== '/embeddings' && (body as { stream?: unknown }).stream === true);
+      },
+    });
+  }
+
   return [
     defineRoute({
       method: 'get',
@@ -318,82 +348,36 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
         return { id: m.id, object: 'model' as const, created: m.created, owned_by: m.owned_by };
       },
     }),
-    defineRoute({
-      method: 'post',
-      path: '/v1/chat/completions',
+    passThrough({
+      endpoint: '/chat/completions',
       operationId: 'createChatCompletion',
       summary: 'Chat completion, streamed (SSE) or not, passed through to the provider',
-      tags: ['openai'],
-      auth: 'bearer',
-      rawBody: true,
       body: chatCompletionBody,
-      responses: {
-        200: { description: 'OpenAI chat completion, or text/event-stream chunks when stream is true', schema: passthrough },
-      },
-      errors: [400, 401, 403, 404, 413, 502, 504],
-      async handler(ctx) {
-        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-        const body = parseOrThrow(chatCompletionBody, json, 'body');
-        await forward(ctx, '/chat/completions', raw, body, body.stream === true);
-      },
+      answers: 'OpenAI chat completion, or text/event-stream chunks when stream is true',
     }),
-    defineRoute({
-      method: 'post',
-      path: '/v1/embeddings',
+    passThrough({
+      endpoint: '/embeddings',
       operationId: 'createEmbeddings',
       summary: 'Text embeddings, passed through to the provider',
-      tags: ['openai'],
-      auth: 'bearer',
-      rawBody: true,
       body: embeddingsBody,
-      responses: { 200: { description: 'OpenAI embeddings response', schema: passthrough } },
-      errors: [400, 401, 403, 404, 413, 502, 504],
-      async handler(ctx) {
-        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-        const body = parseOrThrow(embeddingsBody, json, 'body');
-        await forward(ctx, '/embeddings', raw, body, false);
-      },
+      answers: 'OpenAI embeddings response',
     }),
-    defineRoute({
-      method: 'post',
-      path: '/v1/completions',
+    passThrough({
+      endpoint: '/completions',
       operationId: 'createCompletion',
       summary: 'Text completion (legacy), streamed (SSE) or not, passed through to the provider',
-      tags: ['openai'],
-      auth: 'bearer',
-      rawBody: true,
       body: completionsBody,
-      responses: {
-        200: { description: 'OpenAI text completion, or text/event-stream chunks when stream is true', schema: passthrough },
-      },
-      errors: [400, 401, 403, 404, 413, 502, 504],
-      async handler(ctx) {
-        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-        const body = parseOrThrow(completionsBody, json, 'body');
-        await forward(ctx, '/completions', raw, body, body.stream === true);
-      },
+      answers: 'OpenAI text completion, or text/event-stream chunks when stream is true',
     }),
-    defineRoute({
-      method: 'post',
-      path: '/v1/responses',
+    passThrough({
+      endpoint: '/responses',
       operationId: 'createResponse',
       summary: 'Responses API call, streamed (typed SSE events) or not, passed through to the provider',
       description:
         'Needs a provider that serves /responses; one that does not gives 404 unsupported_endpoint. Only the create call is proxied: ' +
         'retrieving, cancelling or deleting a stored response by id is not.',
-      tags: ['openai'],
-      auth: 'bearer',
-      rawBody: true,
       body: responsesBody,
-      responses: {
-        200: { description: 'OpenAI response object, or text/event-stream events (response.created, response.output_text.delta, ...) when stream is true', schema: passthrough },
-      },
-      errors: [400, 401, 403, 404, 413, 502, 504],
-      async handler(ctx) {
-        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-        const body = parseOrThrow(responsesBody, json, 'body');
-        await forward(ctx, '/responses', raw, body, body.stream === true);
-      },
+      answers: 'OpenAI response object, or text/event-stream events (response.created, response.output_text.delta, ...) when stream is true',
     }),
   ];
 }
