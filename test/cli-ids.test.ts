@@ -49,6 +49,17 @@ describe('short ids and the approve default in the CLI', () => {
     expect(bare.stderr).toContain('with no MCP instance');
   });
 
+  it('approve without --mcp never grants less than asked: a URL with no enabled instance of yours stops it, deciding nothing', async () => {
+    const id = (
+      await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ requested: { version: '1', mcp_servers: [{ url: URL_A }, { url: 'http://127.0.0.1:9599/none-of-mine' }] } }))
+    ).body.id as string;
+    const refused = await svc(['requests', 'approve', id]);
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr).toContain('Nothing decided');
+    expect(refused.stderr).toContain('--no-mcp');
+    expect((await admin.get(`/svc/v1/access-requests/${id}/review`)).body.status).toBe('draft');
+  });
+
   it('--mcp URL=PREFIX and the mcp commands take a unique prefix of the instance id', async () => {
     const id = await draft();
     const approve = await svc(['requests', 'approve', id, '--mcp', `${URL_A}=${second.slice(0, 8)}`]);

@@ -161,6 +161,15 @@ export function registerRequests(program: Command, o: Output): void {
             : review.mcp_servers
                 .map((m) => ({ url: m.url, instance_ids: m.instances.filter((i) => i.enabled && i.selected).map((i) => i.id) }))
                 .filter((m) => m.instance_ids.length > 0);
+      if (review.status === 'draft' && opts.mcp !== false && opts.mcp.length === 0) {
+        // never grant less than was asked without being told so before acting
+        const uncovered = review.mcp_servers.filter((m) => !mcp_servers.some((g) => g.url === m.url)).map((m) => m.url);
+        if (uncovered.length > 0) {
+          throw usage(
+            `Nothing decided: you have no enabled instance of ${uncovered.join(', ')}. Add or enable one (svc mcp), pick instances with --mcp URL=ID, or approve without MCP access with --no-mcp.`,
+          );
+        }
+      }
       const role = opts.role ?? review.max_grantable_role;
       const { body } = await client.request<{ id: string; status: string; approved_role: string; access_request_scope: string }>(
         'PUT',
