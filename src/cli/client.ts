@@ -47,9 +47,20 @@ export class DaemonClient {
     const giveUpAt = Date.now() + 60_000;
     let res: Response;
     let parsed: unknown;
+    let reread = false;
     for (;;) {
       ({ res, parsed } = await this.send(method, pathname, body, opts));
-      const starting = res.status === 503 && (parsed as ErrorBody | undefined)?.error?.code === 'starting';
+      const sentCookie = this.cookie; // what send() used (null: no saved login)
+      const code = (parsed as ErrorBody | undefined)?.error?.code;
+      const starting = res.status === 503 && code === 'starting';
+      // A first start writes the CLI's login just before it stops answering `starting`: a request
+      // that read no login an instant before may arrive just after. Read it once more, then ask again.
+      const loginJustWritten = res.status === 401 && code === 'login_required' && opts.auth !== false && !sentCookie && !reread;
+      if (loginJustWritten) {
+        reread = true;
+        this.cookie = undefined;
+        if ((this.cookie = await loadCliSession(this.dataDir))) continue;
+      }
       if (!starting || Date.now() >= giveUpAt) break;
       await new Promise((r) => setTimeout(r, 250));
       this.cookie = undefined;
