@@ -63,18 +63,19 @@ export interface Daemon {
 
 /** First start: the meta record with the key check and the sealed cookie-signing keys. */
 async function initMeta(store: Store, box: SecretBox, backend: KeyBackend, clock: Clock): Promise<void> {
-  if (store.data.meta) {
-    checkStoreKey(box, store.data.meta.key_check);
+  const meta = store.doc('meta');
+  if (meta) {
+    checkStoreKey(box, meta.key_check);
     return;
   }
-  await store.update((db) => {
-    db.meta = {
+  await store.update((tx) => {
+    tx.setDoc('meta', {
       schema: 1,
       created_at: new Date(clock()).toISOString(),
       key_backend: backend,
       key_check: box.seal('meta', 'key_check', 'svc'),
       session_keys: box.seal('meta', 'session_keys', JSON.stringify([randomBytes(32).toString('base64url')])),
-    };
+    });
   });
 }
 
@@ -140,12 +141,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   try {
     checkpoint();
-    const store = await Store.open(config.dataDir);
+    const store = await Store.open(config.dataDir, undefined, {
+      // The journal still holds everything: a failed snapshot costs start time, never data.
+      onCompactionError: (err) => logger.warn({ err: (err as Error)?.message }, 'store snapshot failed; the journal keeps every change'),
+    });
     cleanups.push(() => store.close());
     checkpoint();
     const master = await resolveMasterKey({
       dataDir: config.dataDir,
-      existingBackend: store.data.meta?.key_backend ?? null,
+      existingBackend: store.doc('meta')?.key_backend ?? null,
       preference: config.keychain,
       keychain: opts.keychain ?? osKeychain,
     });
@@ -153,7 +157,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     checkpoint();
     const box = new SecretBox(master.key);
     await initMeta(store, box, master.backend, clock);
-    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', store.data.meta!.session_keys)) as string[];
+    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', store.doc('meta')!.session_keys)) as string[];
     checkpoint();
 
     // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
@@ -239,9 +243,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // its disk filled, before the password reached the screen) gives that account a new password
     // and shows it: nobody knows the old one, so nothing is lost.
     let initialAdminPassword: string | undefined;
-    let admin = store.data.users.length === 0 ? undefined : wired.users.unshownPasswordUser();
+    let admin = store.count('users') === 0 ? undefined : wired.users.unshownPasswordUser();
     const interrupted = admin !== undefined;
-    if (store.data.users.length === 0 || admin) {
+    if (store.count('users') === 0 || admin) {
       initialAdminPassword = generatePassword();
       if (admin) await wired.users.resetUnshownPassword(admin.id, initialAdminPassword);
       else admin = await wired.users.createFirstAdmin(initialAdminPassword);

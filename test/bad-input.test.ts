@@ -6,9 +6,8 @@
  *
  * Requests go one at a time so that each one's effect on the store is known exactly.
  */
-import { readFile } from 'node:fs/promises';
+import { storedOnDisk } from './helpers/store.js';
 import http from 'node:http';
-import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -70,8 +69,8 @@ function send(req: Req): Promise<Res> {
 // The invariants, checked on every single request.
 
 const collections = (db: any) => JSON.stringify([db.access_requests, db.users, db.mcp_instances]);
-const memorySnapshot = () => collections(d.store.data);
-const fileSnapshot = async () => collections(JSON.parse(await readFile(path.join(d.dataDir, 'db.json'), 'utf8')));
+const memorySnapshot = () => collections({ access_requests: d.store.all('access_requests'), users: d.store.all('users'), mcp_instances: d.store.all('mcp_instances') });
+const fileSnapshot = async () => collections(await storedOnDisk(d.dataDir));
 
 const stats = { requests: 0, byStatus: new Map<number, number>(), acknowledgedWrites: [] as string[] };
 

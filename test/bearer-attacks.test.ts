@@ -112,7 +112,7 @@ describe('Bearer attack matrix (embedded issuer)', () => {
     bobInstance = (await bob.post('/svc/v1/mcps', { name: 'bob-files', url: MCP_URL })).body.instance.id;
     grantA = await grant(alice, clientA.clientId, aliceInstance);
 
-    const jwks = JSON.parse(d.deps.box.open('oauth_signing_keys', 'jwks', d.store.data.oauth_keys as string)) as JWK[];
+    const jwks = JSON.parse(d.deps.box.open('oauth_signing_keys', 'jwks', d.store.doc('oauth_keys')!)) as JWK[];
     esKey = jwks[0];
     rsKey = jwks.find((k) => k.alg === 'RS256')!;
     expect(esKey.alg).toBe('ES256');

@@ -1,14 +1,15 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { storedOnDisk } from './helpers/store.js';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { Adapter } from 'lowdb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessRequestsService } from '../src/access-requests/service.js';
 import { createLogger } from '../src/log.js';
-import { type Db, emptyDb, type UserRecord } from '../src/store/schema.js';
+import type { StoreBackend } from '../src/store/journal.js';
+import type { UserRecord } from '../src/store/schema.js';
+import type { Op } from '../src/store/tables.js';
 import { Store } from '../src/store/store.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { BIN, cleanEnv, REPO, startServe } from './helpers/cli.js';
@@ -17,17 +18,30 @@ import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/
 import { needs } from './helpers/requirements.js';
 
 /** A disk whose writes wait until the test lets them finish or fail: the moment between a decision and its durability, held open. */
-function heldDisk(initial: Db) {
-  let onDisk = structuredClone(initial);
-  const held: { resolve: () => void; reject: (err: Error) => void; data: Db }[] = [];
+function heldDisk(initial: { users: UserRecord[] }) {
+  type Disk = { access_requests: { id: string; status: string }[] };
+  let onDisk: Disk = { access_requests: [] };
+  /** the access requests as they would be once `ops` are written */
+  const after = (disk: Disk, ops: Op[]): Disk => {
+    const rows = new Map(disk.access_requests.map((r) => [r.id, r]));
+    for (const op of ops) {
+      if (op[0] === 'p' && op[1] === 'access_requests') rows.set(op[2], op[3] as Disk['access_requests'][number]);
+      if (op[0] === 'd' && op[1] === 'access_requests') rows.delete(op[2]);
+    }
+    return { access_requests: [...rows.values()] };
+  };
+  const held: { resolve: () => void; reject: (err: Error) => void; data: Disk }[] = [];
   let arrived: () => void = () => undefined;
-  const adapter: Adapter<Db> = {
-    read: async () => structuredClone(onDisk),
-    write: (data: Db) =>
+  const adapter: StoreBackend = {
+    file: '(held)',
+    load: async () => ({ seq: 0, collections: new Map([['users', new Map(initial.users.map((u) => [u.id, u]))]]), docs: new Map() }),
+    append: (_seq: number, ops: Op[]) =>
       new Promise<void>((resolve, reject) => {
-        held.push({ data: structuredClone(data), resolve, reject });
+        held.push({ data: after(held.at(-1)?.data ?? onDisk, ops), resolve, reject });
         arrived();
       }),
+    afterAppend: async () => undefined,
+    close: async () => undefined,
   };
   return {
     adapter,
@@ -50,7 +64,7 @@ function heldDisk(initial: Db) {
 describe('what apps read is what is on disk', () => {
   const reviewer: UserRecord = { id: 'u1', username: 'admin', role: 'admin', password_hash: 'x', created_at: new Date().toISOString() };
   const setup = async () => {
-    const disk = heldDisk({ ...emptyDb(), users: [reviewer] });
+    const disk = heldDisk({ users: [reviewer] });
     const store = await Store.open(await tempDir(), disk.adapter);
     const requests = new AccessRequestsService(store, Date.now, createLogger('silent'));
     const created = requests.create({ app_client_id: 'app', flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1', mcp_servers: [] } } as never);
@@ -122,22 +136,35 @@ describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'r
     rmSync(mountDir, { recursive: true, force: true });
   });
 
-  const rows = async () => JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8')).access_requests.length as number;
-
-  it('refuses writes with a clear 503 when the disk is full, acknowledges nothing, and recovers', async () => {
-    const app = new Api(d.url);
-    const ok = await app.post('/svc/v1/apps/request-access', createBody());
-    expect(ok.status).toBe(201);
-    const before = await rows();
-
-    // fill the disk to the last byte
-    const filler = path.join(mountDir, 'filler');
+  const rows = async () => (await storedOnDisk(dataDir)).access_requests.length as number;
+  /**
+   * Fills the disk to the last byte. The journal's last block may still have room for a few
+   * small changes (they are durable, so they are acknowledged): writes until the first refusal.
+   * Answers the refused response and the ids acknowledged on the way.
+   */
+  const fillDisk = async (filler: string) => {
     try {
       writeFileSync(filler, Buffer.alloc(8 * 1024 * 1024));
     } catch {
       /* ENOSPC: the disk is now full, as intended */
     }
-    const refused = await app.post('/svc/v1/apps/request-access', createBody());
+    const acknowledged: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      const res = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: `filler-${i % 10}` }));
+      if (res.status !== 201) return { refused: res, acknowledged };
+      acknowledged.push(res.body.id);
+    }
+    throw new Error('the full disk never refused a write');
+  };
+
+  it('refuses writes with a clear 503 when the disk is full, acknowledges nothing, and recovers', async () => {
+    const app = new Api(d.url);
+    const ok = await app.post('/svc/v1/apps/request-access', createBody());
+    expect(ok.status).toBe(201);
+    const filler = path.join(mountDir, 'filler');
+    const { refused, acknowledged } = await fillDisk(filler);
+    const before = await rows();
+    expect(acknowledged.length).toBeLessThan(200);
     expect(refused.status).toBe(503);
     expect(refused.body.error).toMatchObject({ type: 'server_error', code: 'store_unavailable' });
     expect(refused.body.error.message).toMatch(/could not be saved/);
@@ -153,7 +180,7 @@ describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'r
     const again = await app.post('/svc/v1/apps/request-access', createBody());
     expect(again.status).toBe(201);
     expect(await rows()).toBe(before + 1);
-    expect(JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8')).access_requests.some((r: { id: string }) => r.id === again.body.id)).toBe(true);
+    expect((await storedOnDisk(dataDir)).access_requests.some((r: { id: string }) => r.id === again.body.id)).toBe(true);
   });
 
   it('an approval the full disk refuses is never seen as approved by polls running alongside it', async () => {
@@ -161,11 +188,7 @@ describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'r
     const drafts: string[] = [];
     for (let i = 0; i < 5; i++) drafts.push((await app.post('/svc/v1/apps/request-access', createBody())).body.id);
     const filler = path.join(mountDir, 'filler');
-    try {
-      writeFileSync(filler, Buffer.alloc(8 * 1024 * 1024));
-    } catch {
-      /* ENOSPC: full */
-    }
+    await fillDisk(filler);
     try {
       const seen: string[] = [];
       await Promise.all(

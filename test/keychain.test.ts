@@ -12,6 +12,7 @@ import { mkdir, readdir, readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { storedOnDisk } from './helpers/store.js';
 import { cleanEnv, runSvc, serveExpectingFailure, type ServeProcess, startServe } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
 import { needs } from './helpers/requirements.js';
@@ -134,7 +135,7 @@ describe.skipIf(!needs(Boolean(haveKeyring), 'keychain', 'gnome-keyring and dbus
     expect(await exists(path.join(dataDir, 'master.key'))).toBe(false);
     const info = JSON.parse(await readFile(path.join(dataDir, 'daemon.json'), 'utf8'));
     expect(info.key_backend).toBe('keychain');
-    expect(JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8')).meta.key_backend).toBe('keychain');
+    expect((await storedOnDisk(dataDir)).meta.key_backend).toBe('keychain');
     // gnome-keyring wrote it to the temp HOME's keyring, not anywhere else.
     expect((await readdir(path.join(root, 'data', 'keyrings'))).length).toBeGreaterThan(0);
   });

@@ -4,8 +4,7 @@
  * Tests in this file run in order and share the daemon and the CLI's login.
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
+import { storedOnDisk, storeFilesText } from './helpers/store.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import OpenAI from 'openai';
@@ -37,7 +36,7 @@ let env: Record<string, string>;
 const svc = (args: string[], input?: string) => runSvc(args, { env, input });
 const openaiWith = (key: string) => new OpenAI({ baseURL: `${d.url}/v1`, apiKey: key, maxRetries: 0, timeout: 10_000 });
 const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
-const counts = () => ({ keys: d.store.data.api_keys.length, requests: d.store.data.access_requests.length });
+const counts = () => ({ keys: d.store.count('api_keys'), requests: d.store.count('access_requests') });
 
 async function loginCli(username: string) {
   const r = await svc(['login', '--username', username, '--password-stdin'], `pw-${username}-12345\n`);
@@ -96,13 +95,13 @@ describe('a key from `svc keys create`, used by the openai client', () => {
     expect(r.stdout).toBe(`${key}\n`);
     expect(r.stderr).toMatch(/Created API key [0-9a-f-]{36} \(scope_user_user, no expiry; access request [0-9a-f-]{36}\)/);
     expect(r.stderr).not.toContain(key);
-    const stored = d.store.data.api_keys.at(-1)!;
+    const stored = d.store.all('api_keys').at(-1)!;
     keyId = stored.id;
     requestId = stored.access_request_id;
     expect(stored.key_hash).toBe(createHash('sha256').update(key).digest('hex'));
     expect(stored.expires_at).toBeNull();
-    expect(JSON.stringify(d.store.data)).not.toContain(key.slice(4));
-    expect(await readFile(path.join(d.dataDir, 'db.json'), 'utf8')).not.toContain(key.slice(4));
+    expect(JSON.stringify(await storedOnDisk(d.dataDir))).not.toContain(key.slice(4));
+    expect(await storeFilesText(d.dataDir)).not.toContain(key.slice(4));
   });
 
   it('lists models', async () => {
@@ -205,7 +204,7 @@ describe('a key from `svc keys create`, used by the openai client', () => {
     expect(err.status).toBe(401);
     const mcpList = await new Api(d.url).get('/svc/v1/apps/mcps', bearer(key));
     expect(mcpList.status).toBe(401);
-    expect(d.store.data.access_requests.find((x) => x.id === requestId)?.status).toBe('revoked');
+    expect(d.store.get('access_requests', requestId)?.status).toBe('revoked');
     const listed = JSON.parse((await svc(['keys', 'list', '--json'])).stdout) as { id: string; status: string; revoked_at: string | null }[];
     expect(listed.find((k) => k.id === keyId)).toMatchObject({ status: 'revoked', revoked_at: expect.any(String) });
     const again = await svc(['keys', 'revoke', keyId]);

@@ -1,6 +1,5 @@
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storeFilesText } from './helpers/store.js';
 import * as oidc from 'openid-client';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
@@ -69,7 +68,7 @@ describe('embedded authorization server with openid-client as the app', () => {
     await expect(oidc.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toThrow();
 
     // the store keeps refresh tokens only hashed and sealed
-    const db = await readFile(path.join(d.dataDir, 'db.json'), 'utf8');
+    const db = await storeFilesText(d.dataDir);
     expect(db.includes(refreshed.refresh_token!)).toBe(false);
     expect(db.includes(tokens.refresh_token!)).toBe(false);
   });

@@ -1,13 +1,13 @@
-import { readFile, rm } from 'node:fs/promises';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import * as oidc from 'openid-client';
 import { describe, expect, it } from 'vitest';
+import { storedOnDisk } from './helpers/store.js';
 import { startTestDaemon, tempDir, testClock } from './helpers/daemon.js';
 import { Api, createBody, userApi } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 
 const DAY = 24 * 60 * 60 * 1000;
-const stored = async (dataDir: string) => JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8'));
+const stored = (dataDir: string) => storedOnDisk(dataDir);
 
 /** CONTRACT §6 retention and intake caps: the store holds the present, not all of history. */
 describe('retention', () => {

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, readdir, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storedOnDisk } from './helpers/store.js';
 import { loadCliSession } from '../src/cli/credentials.js';
 import { noKeychain, startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, type ApiResponse, createBody } from './helpers/http.js';
@@ -194,7 +195,7 @@ describe('no secret in plaintext', () => {
       for (const { dir, mode } of dirs) expect(mode.toString(8), `mode of ${dir} (${phase})`).toBe('700');
     }
     // The header values are in the store, sealed: the instance records carry them, just not readably.
-    const db = JSON.parse(await readFile(path.join(dataDir, 'db.json'), 'utf8'));
+    const db = await storedOnDisk(dataDir);
     const headers = db.mcp_instances.flatMap((m: { headers: { value: string }[] }) => m.headers.map((h) => h.value));
     expect(headers.length).toBe(3);
     for (const v of headers) expect(v).toMatch(/^sealed:v1:/);

@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { storedOnDisk } from './helpers/store.js';
 import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
 import { rm } from 'node:fs/promises';
 import { Api, userApi } from './helpers/http.js';
@@ -211,7 +212,7 @@ describe('standard clients at the authorization endpoint', () => {
         expect(third.status).toBe(429);
         expect(third.headers.get('retry-after')).toBe('60');
         expect((await third.json()).error).toBe('rate_limited');
-        expect(limited.store.data.oauth_clients).toHaveLength(2);
+        expect(limited.store.count('oauth_clients')).toBe(2);
       } finally {
         await limited.stop();
       }
@@ -226,7 +227,7 @@ describe('standard clients at the authorization endpoint', () => {
         const over = await reg(capped.url);
         expect(over.status).toBe(429);
         expect((await over.json()).error).toBe('too_many_clients');
-        expect(capped.store.data.oauth_clients).toHaveLength(1);
+        expect(capped.store.count('oauth_clients')).toBe(1);
         expect((await reg(off.url)).status).not.toBe(201);
         const meta = await (await fetch(`${off.url}/.well-known/oauth-authorization-server/oauth`)).json();
         expect(meta.registration_endpoint).toBeUndefined();
@@ -278,7 +279,7 @@ describe('standard clients at the authorization endpoint', () => {
       await daemon.stop();
       clock.advance(11 * DAY);
       daemon = await startTestDaemon({ dataDir, clock });
-      const ids = JSON.parse(await (await import('node:fs/promises')).readFile(`${dataDir}/db.json`, 'utf8')).oauth_clients.map((c: { client_id: string }) => c.client_id);
+      const ids = (await storedOnDisk(dataDir)).oauth_clients.map((c: { client_id: string }) => c.client_id);
       expect(ids).not.toContain(stale);
       expect(ids).toContain(used);
       expect(ids).toContain(registered);

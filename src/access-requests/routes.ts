@@ -99,7 +99,7 @@ export function reviewView(service: AccessRequestsService, record: AccessRequest
 }
 
 export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => McpInstanceRecord[]): AnyRouteDef[] {
-  const usernameOf = (userId: string | null) => (userId ? (deps.store.read((db) => db.users.find((u) => u.id === userId))?.username ?? null) : null);
+  const usernameOf = (userId: string | null) => (userId ? (deps.store.get('users', userId)?.username ?? null) : null);
   return [
     defineRoute({
       method: 'post',

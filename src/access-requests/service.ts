@@ -5,8 +5,8 @@ import { appRoleAtMost, maxGrantableRole, lowerAppRole } from '../auth/roles.js'
 import { AppError, conflict, forbidden, invalidBody, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
-import type { AccessRequestRecord, AppRole, AuthorizeOrigin, Db, UserRecord } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { AccessRequestRecord, AppRole, AuthorizeOrigin, McpInstanceRecord, UserRecord } from '../store/schema.js';
+import type { Store, Tx } from '../store/store.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
 
 export const scopeFor = (id: string) => `${ACCESS_REQUEST_SCOPE_PREFIX}${id}`;
@@ -30,27 +30,43 @@ export function decisionRedirect(record: AccessRequestRecord): string | undefine
  * inside one store mutation, so of two concurrent decisions exactly one sees `draft`.
  */
 export class AccessRequestsService {
+  /** the durable undecided drafts (client, expiry): what the caps count, kept by each change */
+  private readonly drafts = new Map<string, { client: string; expires: number }>();
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly appInfo: AppInfoLookup = () => undefined,
     private readonly limits: { draftsPerClient: number; drafts: number } = { draftsPerClient: 20, drafts: 1000 },
-  ) {}
+  ) {
+    const follow = (id: string, r: AccessRequestRecord | undefined) => {
+      if (r?.status === 'draft') this.drafts.set(id, { client: r.app_client_id, expires: Date.parse(r.expires_at) });
+      else this.drafts.delete(id);
+    };
+    for (const r of store.all('access_requests')) follow(r.id, r);
+    store.watch('access_requests', follow);
+  }
 
   /**
    * Anyone may create drafts, so undecided ones are capped per app_client_id and in all: a flood
-   * (a new client id each time) cannot grow the store or bury the person's review list.
+   * (a new client id each time) cannot grow the store or bury the person's review list. Counted
+   * from the index of durable drafts plus the changes still being written, not from every record.
    */
-  private checkDraftCaps(db: Db, clientId: string): void {
+  private checkDraftCaps(tx: Tx, clientId: string): void {
     const now = this.clock();
-    let all = 0;
-    let mine = 0;
-    for (const r of db.access_requests) {
-      if (r.status !== 'draft' || Date.parse(r.expires_at) <= now) continue;
-      all++;
-      if (r.app_client_id === clientId) mine++;
+    const live = new Map<string, string>();
+    for (const [id, d] of this.drafts) {
+      if (d.expires > now) live.set(id, d.client);
+      else this.drafts.delete(id); // expired: undecided no more, and never again
     }
+    for (const [id, r] of tx.changed('access_requests')) {
+      if (r?.status === 'draft' && Date.parse(r.expires_at) > now) live.set(id, r.app_client_id);
+      else live.delete(id);
+    }
+    const all = live.size;
+    let mine = 0;
+    for (const client of live.values()) if (client === clientId) mine++;
     const full = (what: string) =>
       new AppError('too_many_drafts', `${what}; wait for a decision or for them to expire (10 minutes).`, { headers: { 'Retry-After': '60' } });
     if (mine >= this.limits.draftsPerClient) throw full(`This app already has ${mine} undecided access requests`);
@@ -61,28 +77,33 @@ export class AccessRequestsService {
     return new Date(this.clock()).toISOString();
   }
 
-  /** A draft past its lifetime is expired on every path, without waiting for a sweeper. */
-  private expireIfDue(record: AccessRequestRecord, now = this.clock()): void {
+  /**
+   * A draft past its lifetime reads as expired on every path, without waiting for a sweeper. It
+   * is derived, not written: the record stays a draft on disk until retention removes it.
+   */
+  private withExpiry(record: AccessRequestRecord, now = this.clock()): AccessRequestRecord {
     if (record.status === 'draft' && Date.parse(record.expires_at) <= now) {
-      record.status = 'expired';
-      record.updated_at = new Date(now).toISOString();
+      return { ...record, status: 'expired', updated_at: record.expires_at };
     }
+    return record;
   }
 
-  private find(db: Db, id: string): AccessRequestRecord | undefined {
+  /** A writable copy of a request inside a transaction, expiry applied. */
+  private edit(tx: Tx, id: string): AccessRequestRecord | undefined {
     if (!isUuid(id)) return undefined;
-    const record = db.access_requests.find((r) => r.id === id);
-    if (record) this.expireIfDue(record);
+    const record = tx.edit('access_requests', id);
+    if (record && record.status === 'draft' && Date.parse(record.expires_at) <= this.clock()) {
+      record.status = 'expired';
+      record.updated_at = record.expires_at;
+    }
     return record;
   }
 
-  /** Reads one record with lazy expiry applied in memory (persisted with the next write). */
+  /** Reads one durable record, expiry applied. */
   get(id: string): AccessRequestRecord | undefined {
-    let record: AccessRequestRecord | undefined;
-    this.store.touch((db) => {
-      record = this.find(db, id);
-    });
-    return record;
+    if (!isUuid(id)) return undefined;
+    const record = this.store.get('access_requests', id);
+    return record && this.withExpiry(record);
   }
 
   /**
@@ -90,11 +111,10 @@ export class AccessRequestsService {
    * known): only approved requests that this client made and this user approved.
    */
   approvedScopesFor(clientId: string, userId?: string): string[] {
-    return this.store.read((db) =>
-      db.access_requests
-        .filter((r) => r.status === 'approved' && r.app_client_id === clientId && (userId === undefined || r.user_id === userId))
-        .map((r) => scopeFor(r.id)),
-    );
+    return this.store
+      .all('access_requests')
+      .filter((r) => r.status === 'approved' && r.app_client_id === clientId && (userId === undefined || r.user_id === userId))
+      .map((r) => scopeFor(r.id));
   }
 
   async create(input: z.output<typeof createAccessRequestBody>): Promise<AccessRequestRecord> {
@@ -136,9 +156,9 @@ export class AccessRequestsService {
   /** A new draft, within the caps on undecided drafts (per client and in all: CONTRACT §6). */
   private async insert(input: z.output<typeof createAccessRequestBody>, authorize?: AuthorizeOrigin): Promise<AccessRequestRecord> {
     const record = this.newDraft(input, authorize);
-    await this.store.update((db) => {
-      this.checkDraftCaps(db, record.app_client_id);
-      db.access_requests.push(record);
+    await this.store.update((tx) => {
+      this.checkDraftCaps(tx, record.app_client_id);
+      tx.put('access_requests', record);
     });
     return record;
   }
@@ -152,13 +172,14 @@ export class AccessRequestsService {
     reviewer: UserRecord,
     input: z.output<typeof createAccessRequestBody>,
     body: z.output<typeof approveBody>,
-    within: (db: Db, record: AccessRequestRecord) => R,
+    within: (tx: Tx, record: AccessRequestRecord) => R,
   ): Promise<R> {
-    const record = this.newDraft(input);
-    return this.store.update((db) => {
-      db.access_requests.push(record);
-      this.applyApproval(db, record, reviewer, body);
-      return within(db, record);
+    const draft = this.newDraft(input);
+    return this.store.update((tx) => {
+      tx.put('access_requests', draft);
+      const record = tx.edit('access_requests', draft.id)!;
+      this.applyApproval(tx, record, reviewer, body);
+      return within(tx, record);
     });
   }
 
@@ -202,13 +223,12 @@ export class AccessRequestsService {
   }
 
   list(user: UserRecord, status?: AccessRequestRecord['status']): AccessRequestRecord[] {
-    let rows: AccessRequestRecord[] = [];
-    this.store.touch((db) => {
-      const now = this.clock();
-      for (const r of db.access_requests) this.expireIfDue(r, now);
-      rows = db.access_requests.filter((r) => (!status || r.status === status) && this.visibleTo(r, user));
-    });
-    return [...rows].sort((a, b) => b.created_at.localeCompare(a.created_at));
+    const now = this.clock();
+    const rows = this.store
+      .all('access_requests')
+      .map((r) => this.withExpiry(r, now))
+      .filter((r) => (!status || r.status === status) && this.visibleTo(r, user));
+    return rows.sort((a, b) => b.created_at.localeCompare(a.created_at));
   }
 
   getVisible(user: UserRecord, id: string): AccessRequestRecord {
@@ -227,11 +247,11 @@ export class AccessRequestsService {
 
   async approve(reviewer: UserRecord, id: string, body: z.output<typeof approveBody>): Promise<AccessRequestRecord> {
     try {
-      return await this.store.update((db) => {
-        const record = this.find(db, id);
+      return await this.store.update((tx) => {
+        const record = this.edit(tx, id);
         if (!record) throw notFound('No such access request.');
         this.requireDraft(record);
-        this.applyApproval(db, record, reviewer, body);
+        this.applyApproval(tx, record, reviewer, body);
         return record;
       });
     } catch (err) {
@@ -245,7 +265,7 @@ export class AccessRequestsService {
   }
 
   /** SPEC 5.3 checked against a draft, which then becomes approved with `reviewer` as its user. */
-  private applyApproval(db: Db, record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>): void {
+  private applyApproval(tx: Tx, record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>): void {
     // SPEC 5.3 rules 1, 2 and 5.
     if (!appRoleAtMost(body.approved_role, record.requested_role)) {
       throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
@@ -261,7 +281,7 @@ export class AccessRequestsService {
       }
       for (const instanceId of selection.instance_ids) {
         // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
-        const instance = db.mcp_instances.find((m) => m.id === instanceId);
+        const instance = tx.get<'mcp_instances', McpInstanceRecord>('mcp_instances', instanceId);
         if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
           throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
         }
@@ -286,8 +306,8 @@ export class AccessRequestsService {
   }
 
   async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {
-    return this.store.update((db) => {
-      const record = this.find(db, id);
+    return this.store.update((tx) => {
+      const record = this.edit(tx, id);
       if (!record) throw notFound('No such access request.');
       this.requireDraft(record);
       const now = this.nowIso();
@@ -302,8 +322,8 @@ export class AccessRequestsService {
   /** approved -> revoked, by the approver or an admin; every token of that grant stops at once. */
   async revoke(actor: UserRecord, id: string): Promise<AccessRequestRecord> {
     this.getVisible(actor, id);
-    return this.store.update((db) => {
-      const record = this.find(db, id);
+    return this.store.update((tx) => {
+      const record = this.edit(tx, id);
       if (!record || !this.visibleTo(record, actor)) throw notFound('No such access request.');
       if (record.status !== 'approved') throw conflict('not_approved', `Only an approved request can be revoked; this one is ${record.status}.`);
       if (record.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the approver or an admin can revoke this grant.');
@@ -312,7 +332,7 @@ export class AccessRequestsService {
     });
   }
 
-  /** approved -> revoked, inside a store update whose caller has checked who may (revoke, API keys). */
+  /** approved -> revoked, on a record being edited in a transaction whose caller has checked who may (revoke, API keys). */
   markRevoked(record: AccessRequestRecord, actor: UserRecord): void {
     const now = this.nowIso();
     record.status = 'revoked';
@@ -340,11 +360,11 @@ export class AccessRequestsService {
       const ended = endedAt(r);
       return days > 0 && ended !== undefined && ended <= now - days * DAY;
     };
-    if (!this.store.read((db) => db.access_requests.some(due))) return 0;
-    return this.store.update((db) => {
-      const gone = new Set(db.access_requests.filter(due).map((r) => r.id));
-      db.access_requests = db.access_requests.filter((r) => !gone.has(r.id));
-      db.api_keys = db.api_keys.filter((k) => !gone.has(k.access_request_id));
+    if (!this.store.all('access_requests').some(due)) return 0;
+    return this.store.update((tx) => {
+      const gone = new Set(tx.all('access_requests').filter(due).map((r) => r.id));
+      for (const id of gone) tx.delete('access_requests', id);
+      for (const k of tx.all('api_keys')) if (gone.has(k.access_request_id)) tx.delete('api_keys', k.id);
       return gone.size;
     });
   }
@@ -358,8 +378,8 @@ export class AccessRequestsService {
   private async fail(id: string, cause: unknown): Promise<void> {
     this.logger.error({ accessRequest: id, err: (cause as Error)?.message }, 'access request processing failed');
     await this.store
-      .update((db) => {
-        const record = db.access_requests.find((r) => r.id === id);
+      .update((tx) => {
+        const record = tx.edit('access_requests', id);
         if (!record || record.status !== 'draft') return;
         const now = this.nowIso();
         record.status = 'failed';

@@ -88,7 +88,6 @@ export const invalidToken = (message: string, metadataUrl: string, credentialSen
 export class BearerVerifier {
   private readonly verified = new Map<string, { payload: JWTPayload; accessRequestId: string; clientId: string; audience: string | null; expMs: number }>();
   /** Grants and users by id, rebuilt whenever the store's data changes: the per-call check is two lookups. */
-  private index: { source: unknown; requests: Map<string, AccessRequestRecord>; users: Map<string, UserRecord> } | null = null;
 
   constructor(
     private readonly opts: VerifierOptions,
@@ -162,24 +161,12 @@ export class BearerVerifier {
     return entry;
   }
 
-  private currentIndex() {
-    const source = this.store.data;
-    if (this.index?.source !== source) {
-      this.index = {
-        source,
-        requests: new Map(source.access_requests.map((r) => [r.id, r])),
-        users: new Map(source.users.map((u) => [u.id, u])),
-      };
-    }
-    return this.index;
-  }
-
   /** The full check: a verified token whose grant is approved for that very client and user. */
   async verify(token: string): Promise<BearerGrant> {
     const entry = await this.verifySignature(token);
-    const index = this.currentIndex();
-    const record = index.requests.get(entry.accessRequestId);
-    const user = record?.user_id ? index.users.get(record.user_id) : undefined;
+    // The records themselves, by id: a revoke or a demotion counts from the moment it is durable.
+    const record = this.store.get('access_requests', entry.accessRequestId);
+    const user = record?.user_id ? this.store.get('users', record.user_id) : undefined;
     if (!record || record.status !== 'approved' || !record.approved_role) throw this.fail('The grant behind this token is not approved (revoked, denied, expired or gone).');
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
     if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');

@@ -27,18 +27,14 @@ export async function setPasswordOffline(opts: { dataDir: string; username: stri
   try {
     const store = await Store.open(dataDir);
     try {
-      const meta = store.data.meta;
+      const meta = store.doc('meta');
       if (!meta) throw new OfflineError(`There is no svc store in ${dataDir} yet; \`svc serve\` creates it and its admin.`);
       const { key } = await resolveMasterKey({ dataDir, existingBackend: meta.key_backend, preference: 'auto', keychain: opts.keychain ?? osKeychain });
       checkStoreKey(new SecretBox(key), meta.key_check);
-      const found = store.data.users.find((u) => u.username.toLowerCase() === username.toLowerCase());
+      const found = store.all('users').find((u) => u.username.toLowerCase() === username.toLowerCase());
       if (!found) throw new OfflineError(`No user named ${username} in ${dataDir}.`);
       const hash = await hashPassword(opts.password);
-      return await store.update((db) => {
-        const user = db.users.find((u) => u.id === found.id)!;
-        setPasswordIn(db, user, hash);
-        return user;
-      });
+      return await store.update((tx) => setPasswordIn(tx, found.id, hash));
     } finally {
       await store.close();
     }

@@ -40,7 +40,7 @@ export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: strin
       store: {
         async get(key: string) {
           const idHash = hashId(key);
-          const record = store.read((db) => db.sessions.find((s) => s.id_hash === idHash));
+          const record = store.get('sessions', idHash);
           if (!record || record.expires_at <= clock()) return undefined;
           return { ...record.data, uid: record.user_id, csrf: record.csrf };
         },
@@ -56,17 +56,15 @@ export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: strin
             expires_at: now + (typeof maxAge === 'number' ? maxAge : SESSION_MAX_AGE_MS),
             data: rest,
           };
-          await store.update((db) => {
-            db.sessions = db.sessions.filter((s) => s.id_hash !== idHash && s.expires_at > now);
-            db.sessions.push(record);
+          await store.update((tx) => {
+            for (const s of tx.all('sessions')) if (s.expires_at <= now) tx.delete('sessions', s.id_hash);
+            tx.put('sessions', record);
           });
         },
         async destroy(key: string) {
           const idHash = hashId(key);
-          if (!store.read((db) => db.sessions.some((s) => s.id_hash === idHash))) return;
-          await store.update((db) => {
-            db.sessions = db.sessions.filter((s) => s.id_hash !== idHash);
-          });
+          if (!store.get('sessions', idHash)) return;
+          await store.update((tx) => tx.delete('sessions', idHash));
         },
       },
     } as unknown as Parameters<typeof session>[0],
@@ -78,7 +76,7 @@ export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: strin
 export function sessionUser(ctx: Koa.ParameterizedContext<AppState>, deps: AppDeps): UserRecord | undefined {
   const uid = (ctx.session as SessionData | null)?.uid;
   if (!uid) return undefined;
-  return deps.store.read((db) => db.users.find((u) => u.id === uid));
+  return deps.store.get('users', uid);
 }
 
 export function requireSession(deps: AppDeps): Middleware<AppState> {

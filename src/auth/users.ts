@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
-import type { Store } from '../store/store.js';
-import type { Db, UserRecord, UserRole } from '../store/schema.js';
+import type { Store, Tx } from '../store/store.js';
+import type { UserRecord, UserRole } from '../store/schema.js';
 import { hashPassword } from './password.js';
 import { atLeast } from './roles.js';
 
@@ -18,11 +18,11 @@ export class UsersService {
   ) {}
 
   findByName(username: string): UserRecord | undefined {
-    return this.store.read((db) => db.users.find((u) => sameName(u.username, username)));
+    return this.store.all('users').find((u) => sameName(u.username, username));
   }
 
   list(): UserRecord[] {
-    return this.store.read((db) => db.users);
+    return this.store.all('users');
   }
 
   private requireAdministrator(actor: UserRecord): void {
@@ -39,8 +39,8 @@ export class UsersService {
       this.requireMayTouch(actor, input);
     }
     const password_hash = await hashPassword(input.password);
-    return this.store.update((db) => {
-      if (db.users.some((u) => sameName(u.username, input.username))) throw conflict('user_exists', `A user named ${input.username} exists already.`);
+    return this.store.update((tx) => {
+      if (tx.all('users').some((u) => sameName(u.username, input.username))) throw conflict('user_exists', `A user named ${input.username} exists already.`);
       const user: UserRecord = {
         id: randomUUID(),
         username: input.username,
@@ -48,8 +48,7 @@ export class UsersService {
         password_hash,
         created_at: new Date(this.clock()).toISOString(),
       };
-      db.users.push(user);
-      return user;
+      return tx.put('users', user);
     });
   }
 
@@ -60,36 +59,39 @@ export class UsersService {
    */
   async createFirstAdmin(password: string): Promise<UserRecord> {
     const password_hash = await hashPassword(password);
-    return this.store.update((db) => {
-      if (db.users.length > 0) throw conflict('user_exists', 'The store has users already.');
-      if (!db.meta) throw new Error('the store has no meta record');
+    return this.store.update((tx) => {
+      if (tx.count('users') > 0) throw conflict('user_exists', 'The store has users already.');
+      const meta = tx.doc('meta');
+      if (!meta) throw new Error('the store has no meta record');
       const user: UserRecord = { id: randomUUID(), username: 'admin', role: 'admin', password_hash, created_at: new Date(this.clock()).toISOString() };
-      db.users.push(user);
-      db.meta.unshown_password_user = user.id;
+      tx.put('users', user);
+      tx.setDoc('meta', { ...meta, unshown_password_user: user.id });
       return user;
     });
   }
 
   /** The account whose generated first password was never shown, if any. */
   unshownPasswordUser(): UserRecord | undefined {
-    return this.store.read((db) => (db.meta?.unshown_password_user ? db.users.find((u) => u.id === db.meta!.unshown_password_user) : undefined));
+    const id = this.store.doc('meta')?.unshown_password_user;
+    return id ? this.store.get('users', id) : undefined;
   }
 
   /** Once the first password is printed. */
   async markPasswordShown(userId: string): Promise<void> {
-    await this.store.update((db) => {
-      if (db.meta?.unshown_password_user === userId) db.meta.unshown_password_user = null;
+    await this.store.update((tx) => {
+      const meta = tx.doc('meta');
+      if (meta?.unshown_password_user === userId) tx.setDoc('meta', { ...meta, unshown_password_user: null });
     });
   }
 
   /** A new password for the account whose first one was never shown; the mark stays until this one is. */
   async resetUnshownPassword(userId: string, password: string): Promise<void> {
     const password_hash = await hashPassword(password);
-    await this.store.update((db) => {
-      const user = db.users.find((u) => u.id === userId);
-      if (!user || db.meta?.unshown_password_user !== userId) throw conflict('password_shown', 'That password was shown already.');
+    await this.store.update((tx) => {
+      const user = tx.edit('users', userId);
+      if (!user || tx.doc('meta')?.unshown_password_user !== userId) throw conflict('password_shown', 'That password was shown already.');
       user.password_hash = password_hash;
-      db.sessions = db.sessions.filter((s) => s.user_id !== user.id);
+      endSessionsOf(tx, user.id);
     });
   }
 
@@ -104,10 +106,10 @@ export class UsersService {
     const target = this.target(username);
     this.requireMayTouch(actor, target);
     this.requireMayTouch(actor, { role });
-    return this.store.update((db) => {
-      const user = db.users.find((u) => u.id === target.id);
+    return this.store.update((tx) => {
+      const user = tx.edit('users', target.id);
       if (!user) throw notFound(`No user named ${username}.`);
-      if (user.role === 'admin' && role !== 'admin' && db.users.filter((u) => u.role === 'admin').length === 1) {
+      if (user.role === 'admin' && role !== 'admin' && tx.all('users').filter((u) => u.role === 'admin').length === 1) {
         throw conflict('last_admin', 'This is the last admin; promote another user first.');
       }
       user.role = role;
@@ -122,10 +124,9 @@ export class UsersService {
       this.requireMayTouch(actor, target);
     }
     const password_hash = await hashPassword(password);
-    await this.store.update((db) => {
-      const user = db.users.find((u) => u.id === target.id);
-      if (!user) throw notFound(`No user named ${username}.`);
-      setPasswordIn(db, user, password_hash);
+    await this.store.update((tx) => {
+      if (!tx.get('users', target.id)) throw notFound(`No user named ${username}.`);
+      setPasswordIn(tx, target.id, password_hash);
     });
   }
 
@@ -135,15 +136,16 @@ export class UsersService {
     const target = this.target(username);
     this.requireMayTouch(actor, target);
     const nowIso = new Date(this.clock()).toISOString();
-    await this.store.update((db) => {
-      if (target.role === 'admin' && db.users.filter((u) => u.role === 'admin').length === 1) {
+    await this.store.update((tx) => {
+      if (target.role === 'admin' && tx.all('users').filter((u) => u.role === 'admin').length === 1) {
         throw conflict('last_admin', 'This is the last admin; it cannot be removed.');
       }
-      db.users = db.users.filter((u) => u.id !== target.id);
-      db.sessions = db.sessions.filter((s) => s.user_id !== target.id);
-      db.mcp_instances = db.mcp_instances.filter((m) => m.owner_id !== target.id);
-      for (const r of db.access_requests) {
-        if (r.user_id === target.id && r.status === 'approved') {
+      tx.delete('users', target.id);
+      endSessionsOf(tx, target.id);
+      for (const m of tx.all('mcp_instances')) if (m.owner_id === target.id) tx.delete('mcp_instances', m.id);
+      for (const found of tx.all('access_requests')) {
+        if (found.user_id === target.id && found.status === 'approved') {
+          const r = tx.edit('access_requests', found.id)!;
           r.status = 'revoked';
           r.revoked_at = nowIso;
           r.revoked_by = actor.id;
@@ -155,11 +157,18 @@ export class UsersService {
 }
 
 /** The new hash, the end of that user's sessions, and the end of an unshown first password. */
-export function setPasswordIn(db: Db, user: UserRecord, passwordHash: string): void {
+export function setPasswordIn(tx: Tx, userId: string, passwordHash: string): UserRecord {
+  const user = tx.edit('users', userId)!;
   user.password_hash = passwordHash;
   // Other sessions of that user end with the old password.
-  db.sessions = db.sessions.filter((s) => s.user_id !== user.id);
-  if (db.meta?.unshown_password_user === user.id) db.meta.unshown_password_user = null;
+  endSessionsOf(tx, userId);
+  const meta = tx.doc('meta');
+  if (meta?.unshown_password_user === userId) tx.setDoc('meta', { ...meta, unshown_password_user: null });
+  return user;
+}
+
+function endSessionsOf(tx: Tx, userId: string): void {
+  for (const s of tx.all('sessions')) if (s.user_id === userId) tx.delete('sessions', s.id_hash);
 }
 
 export const invalidCredentials = () =>

@@ -5,7 +5,7 @@ import { createdKey, createKeyBody, keyList, keyParams, revokedKey } from './sch
 import { type ApiKeysService, keyClientId, keyStatus } from './service.js';
 
 export function apiKeyRoutes(deps: AppDeps, keys: ApiKeysService): AnyRouteDef[] {
-  const usernameOf = (userId: string) => deps.store.read((db) => db.users.find((u) => u.id === userId))?.username ?? null;
+  const usernameOf = (userId: string) => deps.store.get('users', userId)?.username ?? null;
   const view = (key: ApiKeyRecord, request: AccessRequestRecord | undefined) => ({
     id: key.id,
     name: key.name,

@@ -5,8 +5,8 @@ import { API_KEY_PREFIX, type ApiKeyBearer, type BearerGrant, invalidToken } fro
 import { lowerAppRole, maxGrantableRole } from '../auth/roles.js';
 import { AppError, conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
-import type { AccessRequestRecord, ApiKeyRecord, Db, UserRecord } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { AccessRequestRecord, ApiKeyRecord, UserRecord } from '../store/schema.js';
+import type { Store, StoreReader, Tx } from '../store/store.js';
 import type { createKeyBody } from './schemas.js';
 
 /** Keys a person may hold that are not revoked (expired ones count until revoked). */
@@ -50,8 +50,8 @@ export class ApiKeysService {
       user,
       { app_client_id: keyClientId(id), flow_type: 'popup', requested_role: body.role, requested: { version: '1', mcp_servers: urls.map((url) => ({ url })) } },
       { approved_role: body.role, approved: { version: '1', mcp_servers: body.mcp_servers } },
-      (db, request) => {
-        const live = db.api_keys.filter((k) => k.user_id === user.id && keyStatus(k, db.access_requests.find((r) => r.id === k.access_request_id), now) !== 'revoked');
+      (tx, request) => {
+        const live = tx.all('api_keys').filter((k) => k.user_id === user.id && keyStatus(k, tx.get('access_requests', k.access_request_id), now) !== 'revoked');
         if (live.length >= MAX_LIVE_KEYS_PER_USER) {
           throw conflict('too_many_keys', `You have ${live.length} API keys; revoke one you no longer use first (svc keys revoke ID).`);
         }
@@ -65,7 +65,7 @@ export class ApiKeysService {
           expires_at: body.expires_in === null ? null : new Date(now + body.expires_in * 1000).toISOString(),
           revoked_at: null,
         };
-        db.api_keys.push(record);
+        tx.put('api_keys', record);
         return { key, record, request };
       },
     );
@@ -74,7 +74,8 @@ export class ApiKeysService {
   /** Your own keys; an admin sees everyone's. Newest first. */
   list(user: UserRecord): ApiKeyRecord[] {
     return this.store
-      .read((db) => db.api_keys.filter((k) => this.visibleTo(k, user)))
+      .all('api_keys')
+      .filter((k) => this.visibleTo(k, user))
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
   }
 
@@ -83,8 +84,8 @@ export class ApiKeysService {
   }
 
   /** A key by its id or a unique prefix of at least 6 characters, among those `user` may see. */
-  private resolve(db: Db, user: UserRecord, ref: string): ApiKeyRecord {
-    const visible = db.api_keys.filter((k) => this.visibleTo(k, user));
+  private resolve(db: StoreReader, user: UserRecord, ref: string): ApiKeyRecord {
+    const visible = db.all('api_keys').filter((k) => this.visibleTo(k, user));
     const exact = visible.find((k) => k.id === ref);
     if (exact) return exact;
     const prefix = ref.toLowerCase();
@@ -98,78 +99,70 @@ export class ApiKeysService {
 
   /** Ends the key and revokes its access request (its owner or an admin), in one store update. */
   async revoke(actor: UserRecord, ref: string): Promise<ApiKeyRecord> {
-    return this.store.update((db) => {
-      const key = this.resolve(db, actor, ref);
-      if (key.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the owner of the key or an admin can revoke it.');
-      if (key.revoked_at) throw conflict('already_revoked', 'This API key was already revoked.');
-      const request = db.access_requests.find((r) => r.id === key.access_request_id);
+    return this.store.update((tx: Tx) => {
+      const found = this.resolve(tx, actor, ref);
+      if (found.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the owner of the key or an admin can revoke it.');
+      if (found.revoked_at) throw conflict('already_revoked', 'This API key was already revoked.');
+      const request = tx.edit('access_requests', found.access_request_id);
       if (request?.status === 'approved') this.requests.markRevoked(request, actor);
+      const key = tx.edit('api_keys', found.id)!;
       key.revoked_at = new Date(this.clock()).toISOString();
       return key;
     });
   }
 
   requestOf(key: ApiKeyRecord): AccessRequestRecord | undefined {
-    return this.store.read((db) => db.access_requests.find((r) => r.id === key.access_request_id));
+    return this.store.get('access_requests', key.access_request_id);
   }
 
   /** The key's name as the app's name, for `svc requests` and the review page. */
   appInfo(clientId: string): { name: string } | undefined {
     if (!clientId.startsWith(KEY_CLIENT_PREFIX)) return undefined;
     const id = clientId.slice(KEY_CLIENT_PREFIX.length);
-    const key = this.store.read((db) => db.api_keys.find((k) => k.id === id));
+    const key = this.store.get('api_keys', id);
     return key ? { name: `API key "${key.name}"` } : undefined;
   }
-}
-
-interface KeyIndex {
-  source: unknown;
-  keys: Map<string, { key: ApiKeyRecord; expMs: number }>;
-  requests: Map<string, AccessRequestRecord>;
-  users: Map<string, UserRecord>;
 }
 
 /**
  * The Bearer check of an API key, on every call: the key by its hash, then its grant record
  * (approved, for that key's client and owner) and its user, exactly as a token's. Lookups are
- * O(1) through maps rebuilt whenever the store's data changes, so a revoke ends the key on its
- * next call.
+ * O(1): the store's records by id, and an index of keys by hash that follows every durable change,
+ * so a revoke ends the key on its next call.
  */
 export class ApiKeyVerifier implements ApiKeyBearer {
-  private index: KeyIndex | null = null;
+  private readonly byHash = new Map<string, { key: ApiKeyRecord; expMs: number }>();
 
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     private readonly metadataUrl: () => string,
-  ) {}
-
-  private currentIndex(): KeyIndex {
-    const source = this.store.data;
-    if (this.index?.source !== source) {
-      this.index = {
-        source,
-        keys: new Map(source.api_keys.map((k) => [k.key_hash, { key: k, expMs: k.expires_at ? Date.parse(k.expires_at) : Infinity }])),
-        requests: new Map(source.access_requests.map((r) => [r.id, r])),
-        users: new Map(source.users.map((u) => [u.id, u])),
-      };
-    }
-    return this.index;
+  ) {
+    const hashes = new Map<string, string>();
+    const follow = (id: string, k: ApiKeyRecord | undefined) => {
+      const before = hashes.get(id);
+      if (before) this.byHash.delete(before);
+      hashes.delete(id);
+      if (!k) return;
+      hashes.set(id, k.key_hash);
+      this.byHash.set(k.key_hash, { key: k, expMs: k.expires_at ? Date.parse(k.expires_at) : Infinity });
+    };
+    for (const k of store.all('api_keys')) follow(k.id, k);
+    store.watch('api_keys', follow);
   }
 
   verify(credential: string): BearerGrant {
     const fail = (message: string) => invalidToken(message, this.metadataUrl());
-    const index = this.currentIndex();
-    const hit = index.keys.get(hashKey(credential));
+    const hit = this.byHash.get(hashKey(credential));
     if (!hit) throw fail('The API key is not known.');
     const { key, expMs } = hit;
     if (key.revoked_at) throw fail('The API key was revoked.');
     if (expMs <= this.clock()) throw fail('The API key has expired.');
-    const record = index.requests.get(key.access_request_id);
+    const record = this.store.get('access_requests', key.access_request_id);
     if (!record || record.status !== 'approved' || !record.approved_role) throw fail('The grant behind this API key is not approved (revoked or gone).');
     const clientId = keyClientId(key.id);
     if (record.app_client_id !== clientId || record.user_id !== key.user_id) throw fail('The grant behind this API key belongs to another client or user.');
-    const user = index.users.get(key.user_id);
+    const user = this.store.get('users', key.user_id);
     if (!user) throw fail('The owner of this API key no longer exists.');
     // Never above what the owner may grant now (CONTRACT §6).
     return { record, user, role: lowerAppRole(record.approved_role, maxGrantableRole(user.role)), clientId, audience: null };

@@ -41,15 +41,16 @@ export class McpInstancesService {
   }
 
   find(id: string): McpInstanceRecord | undefined {
-    return this.store.read((db) => db.mcp_instances.find((m) => m.id === id));
+    return this.store.get('mcp_instances', id);
   }
 
   listOwned(owner: UserRecord): McpInstanceRecord[] {
-    return this.store.read((db) => db.mcp_instances.filter((m) => m.owner_id === owner.id));
+    return this.store.all('mcp_instances').filter((m) => m.owner_id === owner.id);
   }
 
   getOwned(owner: UserRecord, id: string): McpInstanceRecord {
-    const found = this.store.read((db) => db.mcp_instances.find((m) => m.id === id && m.owner_id === owner.id));
+    const stored = this.store.get('mcp_instances', id);
+    const found = stored?.owner_id === owner.id ? stored : undefined;
     if (!found) throw notFound(`No MCP instance ${id} of yours.`);
     return found;
   }
@@ -68,17 +69,16 @@ export class McpInstancesService {
       created_at: now,
       updated_at: now,
     };
-    await this.store.update((db) => {
-      db.mcp_instances.push(record);
-    });
+    await this.store.update((tx) => tx.put('mcp_instances', record));
     return record;
   }
 
   async update(owner: UserRecord, id: string, input: z.infer<typeof updateInstanceBody>): Promise<McpInstanceRecord> {
     this.getOwned(owner, id);
     const sealed = input.headers ? this.seal(id, input.headers) : undefined;
-    return this.store.update((db) => {
-      const m = db.mcp_instances.find((x) => x.id === id && x.owner_id === owner.id);
+    return this.store.update((tx) => {
+      const edited = tx.edit('mcp_instances', id);
+      const m = edited?.owner_id === owner.id ? edited : undefined;
       if (!m) throw notFound(`No MCP instance ${id} of yours.`);
       if (input.name !== undefined) m.name = input.name;
       if (input.enabled !== undefined) m.enabled = input.enabled;
@@ -91,8 +91,8 @@ export class McpInstancesService {
 
   async remove(owner: UserRecord, id: string): Promise<void> {
     this.getOwned(owner, id);
-    await this.store.update((db) => {
-      db.mcp_instances = db.mcp_instances.filter((m) => !(m.id === id && m.owner_id === owner.id));
+    await this.store.update((tx) => {
+      if (tx.get('mcp_instances', id)?.owner_id === owner.id) tx.delete('mcp_instances', id);
     });
   }
 }

@@ -1,7 +1,7 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AppError, forbidden } from '../errors.js';
 import type { Clock } from '../http/context.js';
-import type { Db, McpInstanceRecord } from '../store/schema.js';
+import type { McpInstanceRecord } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import type { McpInstancesService } from './instances.js';
 import { type McpTarget, withMcpClient } from './upstream-client.js';
@@ -17,7 +17,6 @@ interface ToolCache {
   refreshed_at: string;
 }
 
-const cachesOf = (db: Db): Record<string, ToolCache> => db.mcp_tools as Record<string, ToolCache>;
 
 export const toolAllowed = (instance: McpInstanceRecord, name: string) => instance.allow_tools === null || instance.allow_tools.includes(name);
 
@@ -43,7 +42,7 @@ export class McpToolsService {
 
   /** The cached tool list (allowed tools only), if the instance was ever refreshed. */
   cached(instance: McpInstanceRecord): CachedTool[] | undefined {
-    const cache = this.store.read((db) => cachesOf(db)[instance.id]);
+    const cache = this.store.get<'mcp_tools', ToolCache>('mcp_tools', instance.id);
     return cache?.tools.filter((t) => toolAllowed(instance, t.name));
   }
 
@@ -63,9 +62,7 @@ export class McpToolsService {
       tools: tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.inputSchema })),
       refreshed_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.update((db) => {
-      cachesOf(db)[instance.id] = cache;
-    });
+    await this.store.update((tx) => tx.put('mcp_tools', cache, instance.id));
     return cache.tools.filter((t) => toolAllowed(instance, t.name));
   }
 

@@ -3,8 +3,7 @@ import { conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import { modelName, providerName } from '../providers/schemas.js';
 import { type ProviderRecord, providersOf } from '../providers/service.js';
-import type { Db } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { Store, StoreReader } from '../store/store.js';
 
 export interface AliasRecord {
   id: string;
@@ -26,7 +25,7 @@ export interface AliasActor {
   adminSession: boolean;
 }
 
-export const aliasesOf = (db: Db): AliasRecord[] => db.model_aliases as AliasRecord[];
+export const aliasesOf = (db: StoreReader): AliasRecord[] => db.all<'model_aliases', AliasRecord>('model_aliases');
 
 export const aliasId = z.string().min(1).max(200).regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'an alias is letters, digits and . _ : - (no slash: provider/model ids are reserved)');
 export const putAliasBody = z.strictObject({
@@ -68,7 +67,7 @@ interface Index {
 }
 
 /** Bare model ids that providers serve (their listed and discovered models). */
-function providerModelIds(db: Db): Set<string> {
+function providerModelIds(db: StoreReader): Set<string> {
   const ids = new Set<string>();
   for (const p of providersOf(db)) for (const m of [...p.models, ...p.discovered_models]) ids.add(m);
   return ids;
@@ -79,11 +78,11 @@ function providerModelIds(db: Db): Set<string> {
  * that offers it wins) and, always, as `<provider>/<model>`. Only an admin's alias may take over
  * a model id a provider serves: any other alias with such an id (a provider found the model
  * after the alias was made) yields to the provider, so no user can reroute another's model id.
- * The index is rebuilt only when the store changes, so resolving a model on the hot path is one
- * Map lookup.
+ * The index is rebuilt only when providers, aliases or users change (their versions), so
+ * resolving a model on the hot path is one Map lookup.
  */
 export class ModelCatalog {
-  private index: { source: unknown; value: Index } | null = null;
+  private index: { source: string; value: Index } | null = null;
 
   constructor(
     private readonly store: Store,
@@ -91,14 +90,14 @@ export class ModelCatalog {
   ) {}
 
   private build(): Index {
-    const db = this.store.data as Db;
+    const db = this.store;
     const byId = new Map<string, ResolvedModel>();
     const listed: Index['listed'] = [];
     const described = new Map<string, PublicModel>();
     const providers = providersOf(db);
     const byName = new Map(providers.map((p) => [p.name, p]));
     const served = providerModelIds(db);
-    const admins = new Set(db.users.filter((u) => u.role === 'admin').map((u) => u.id));
+    const admins = new Set(db.all('users').filter((u) => u.role === 'admin').map((u) => u.id));
     for (const a of aliasesOf(db)) {
       const p = byName.get(a.provider);
       if (!p || byId.has(a.id)) continue;
@@ -128,7 +127,7 @@ export class ModelCatalog {
   }
 
   private current(): Index {
-    const source = this.store.data;
+    const source = `${this.store.version('providers')}:${this.store.version('model_aliases')}:${this.store.version('users')}`;
     if (this.index?.source !== source) this.index = { source, value: this.build() };
     return this.index.value;
   }
@@ -147,7 +146,7 @@ export class ModelCatalog {
   }
 
   listAliases(): AliasRecord[] {
-    return this.store.read((db) => aliasesOf(db));
+    return aliasesOf(this.store);
   }
 
   /** The aliases as the API shows them to `actor`. */
@@ -170,9 +169,8 @@ export class ModelCatalog {
    */
   async putAlias(id: string, input: z.output<typeof putAliasBody>, actor: AliasActor): Promise<AliasRecord> {
     return this.store.update((db) => {
-      if (!providersOf(db).some((p) => p.name === input.provider)) throw notFound(`No provider named ${input.provider}.`);
-      const rows = aliasesOf(db);
-      const existing = rows.find((a) => a.id === id);
+      if (!db.get('providers', input.provider)) throw notFound(`No provider named ${input.provider}.`);
+      const existing = db.get<'model_aliases', AliasRecord>('model_aliases', id);
       if (existing && !this.mayManage(existing, actor)) throw conflict('model_id_taken', `The model id ${id} is another user's alias; pick another id.`);
       if (!actor.adminSession && providerModelIds(db).has(id)) throw conflict('model_id_taken', `A provider already serves the model id ${id}; an alias may not shadow it.`);
       const record: AliasRecord = {
@@ -183,17 +181,16 @@ export class ModelCatalog {
         created_at: existing?.created_at ?? new Date(this.clock()).toISOString(),
         owner_id: existing ? (existing.owner_id ?? null) : actor.userId,
       };
-      db.model_aliases = [...rows.filter((a) => a.id !== id), record];
-      return record;
+      return db.put('model_aliases', record);
     });
   }
 
   async removeAlias(id: string, actor: AliasActor): Promise<void> {
     await this.store.update((db) => {
-      const existing = aliasesOf(db).find((a) => a.id === id);
+      const existing = db.get<'model_aliases', AliasRecord>('model_aliases', id);
       if (!existing) throw notFound(`No alias ${id}.`);
       if (!this.mayManage(existing, actor)) throw forbidden(`The alias ${id} belongs to another user.`, 'alias_not_owned');
-      db.model_aliases = aliasesOf(db).filter((a) => a.id !== id);
+      db.delete('model_aliases', id);
     });
   }
 }

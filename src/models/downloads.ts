@@ -9,8 +9,7 @@ import { addressAllowed, guardedLookup, literalAddress, parseNetworks } from '..
 import type { Clock } from '../http/context.js';
 import { httpUrl } from '../http/urls.js';
 import type { Logger } from '../log.js';
-import type { Db } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { Store, StoreReader } from '../store/store.js';
 
 export const pullStatuses = ['queued', 'downloading', 'verifying', 'done', 'failed'] as const;
 
@@ -48,7 +47,7 @@ export interface DownloadOptions {
   allowNetworks: string[];
 }
 
-const pullsOf = (db: Db): PullRecord[] => db.model_pulls as PullRecord[];
+const pullsOf = (db: StoreReader): PullRecord[] => db.all<'model_pulls', PullRecord>('model_pulls');
 
 /** A plain file name: no separators, no leading dot, nothing that could leave the models folder. */
 export const modelFilename = z
@@ -138,14 +137,13 @@ export class ModelDownloads {
   }
 
   list(actor: PullActor): PullView[] {
-    return this.store
-      .read((db) => pullsOf(db))
+    return pullsOf(this.store)
       .filter((p) => this.visibleTo(p, actor))
       .map((p) => this.view(p, actor));
   }
 
   get(id: string, actor: PullActor): PullView {
-    const found = this.store.read((db) => pullsOf(db).find((p) => p.id === id));
+    const found = this.store.get<'model_pulls', PullRecord>('model_pulls', id);
     if (!found || !this.visibleTo(found, actor)) throw notFound('No such download.');
     return this.view(found, actor);
   }
@@ -215,7 +213,7 @@ export class ModelDownloads {
       if (pullsOf(db).some((p) => p.filename === filename && (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying'))) {
         throw conflict('download_in_progress', `${filename} is already being downloaded.`);
       }
-      pullsOf(db).push(record);
+      db.put('model_pulls', record);
     });
     this.run(record.id);
     return record;
@@ -229,7 +227,7 @@ export class ModelDownloads {
   private async usage(userId: string | null, excludeId: string | null, filename: string): Promise<number> {
     if (!userId) return 0;
     const latest = new Map<string, PullRecord>();
-    for (const p of this.store.read((db) => pullsOf(db))) if (p.user_id === userId && p.id !== excludeId && p.filename !== filename) latest.set(p.filename, p);
+    for (const p of pullsOf(this.store)) if (p.user_id === userId && p.id !== excludeId && p.filename !== filename) latest.set(p.filename, p);
     let total = 0;
     for (const p of latest.values()) {
       // running, unless it has just been marked done or failed (then the disk is the truth)
@@ -245,7 +243,7 @@ export class ModelDownloads {
 
   /** Picks unfinished downloads back up after a restart. */
   resumeAll(): void {
-    for (const p of this.store.read((db) => pullsOf(db))) if (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') this.run(p.id);
+    for (const p of pullsOf(this.store)) if (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') this.run(p.id);
   }
 
   async stop(): Promise<void> {
@@ -256,13 +254,13 @@ export class ModelDownloads {
 
   private async patch(id: string, fields: Partial<PullRecord>): Promise<void> {
     await this.store.update((db) => {
-      const p = pullsOf(db).find((x) => x.id === id);
+      const p = db.edit<'model_pulls', PullRecord>('model_pulls', id);
       if (p) Object.assign(p, fields, { updated_at: this.now() });
     });
   }
 
   private record(id: string): PullRecord {
-    const found = this.store.read((db) => pullsOf(db).find((p) => p.id === id));
+    const found = this.store.get<'model_pulls', PullRecord>('model_pulls', id);
     if (!found) throw notFound('No such download.');
     return found;
   }

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import type { SecretBox } from '../store/crypto.js';
-import type { Db } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import type { OAuthClientsService } from './clients.js';
 
@@ -24,7 +23,7 @@ const hashId = (model: string, id: string) => createHash('sha256').update(`${mod
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
 
-const durableOf = (db: Db): DurableRecord[] => db.oauth_state as DurableRecord[];
+const rowKey = (r: { model: string; id: string }) => `${r.model}:${r.id}`;
 
 /**
  * Removes dead OAuth state: expired rows, and grants no refresh token holds any more once their
@@ -38,14 +37,15 @@ export async function sweepOAuthState(store: Store, now: number, codeTtlMs: numb
     );
     return (r: DurableRecord) => (r.expires_at !== null && r.expires_at <= now) || (r.model === 'Grant' && !held.has(r.id) && (r.created_at ?? 0) <= now - codeTtlMs);
   };
-  const count = store.read((db) => durableOf(db).filter(dead(durableOf(db))).length);
+  const rows = store.all<'oauth_state', DurableRecord>('oauth_state');
+  const count = rows.filter(dead(rows)).length;
   if (count === 0) return 0;
-  await store.update((db) => {
-    const rows = durableOf(db);
-    const isDead = dead(rows);
-    db.oauth_state = rows.filter((r) => !isDead(r));
+  return store.update((tx) => {
+    const current = tx.all<'oauth_state', DurableRecord>('oauth_state');
+    const gone = current.filter(dead(current));
+    for (const r of gone) tx.delete('oauth_state', rowKey(r));
+    return gone.length;
   });
-  return count;
 }
 
 /**
@@ -86,11 +86,7 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
       const now = clock();
       const key = hashId(this.model, id);
       const row: DurableRecord = { model: this.model, id: key, payload: box.seal(SEAL_KIND, key, JSON.stringify(payload)), grant_id: payload.grantId ?? null, expires_at: expiresAt, created_at: now };
-      await store.update((db) => {
-        const rows = durableOf(db).filter((r) => !(r.model === this.model && r.id === key) && (r.expires_at === null || r.expires_at > now));
-        rows.push(row);
-        db.oauth_state = rows;
-      });
+      await store.update((tx) => tx.put('oauth_state', row));
     }
 
     async find(id: string): Promise<Payload | undefined> {
@@ -101,7 +97,7 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
         return hit.payload;
       }
       const key = hashId(this.model, id);
-      const row = store.read((db) => durableOf(db).find((r) => r.model === this.model && r.id === key));
+      const row = store.get<'oauth_state', DurableRecord>('oauth_state', rowKey({ model: this.model, id: key }));
       if (!row || (row.expires_at !== null && row.expires_at <= clock())) return undefined;
       return open(row);
     }
@@ -126,9 +122,7 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
       // A used refresh token is dead (it was rotated): it goes now rather than at its expiry, so
       // the store holds the live ones only. A replay of it is then simply unknown (invalid_grant).
       const key = hashId(this.model, id);
-      await store.update((db) => {
-        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.id === key));
-      });
+      await store.update((tx) => tx.delete('oauth_state', rowKey({ model: this.model, id: key })));
       void consumed;
     }
 
@@ -138,18 +132,17 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
         return;
       }
       const key = hashId(this.model, id);
-      if (!store.read((db) => durableOf(db).some((r) => r.model === this.model && r.id === key))) return;
-      await store.update((db) => {
-        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.id === key));
-      });
+      if (!store.get('oauth_state', rowKey({ model: this.model, id: key }))) return;
+      await store.update((tx) => tx.delete('oauth_state', rowKey({ model: this.model, id: key })));
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
       for (const [key, v] of memory) if (key.startsWith(`${this.model}:`) && v.payload.grantId === grantId) memory.delete(key);
       if (!this.durable) return;
-      if (!store.read((db) => durableOf(db).some((r) => r.model === this.model && r.grant_id === grantId))) return;
-      await store.update((db) => {
-        db.oauth_state = durableOf(db).filter((r) => !(r.model === this.model && r.grant_id === grantId));
+      const ofGrant = (rows: DurableRecord[]) => rows.filter((r) => r.model === this.model && r.grant_id === grantId);
+      if (ofGrant(store.all<'oauth_state', DurableRecord>('oauth_state')).length === 0) return;
+      await store.update((tx) => {
+        for (const r of ofGrant(tx.all<'oauth_state', DurableRecord>('oauth_state'))) tx.delete('oauth_state', rowKey(r));
       });
     }
   };

@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
-import type { Db, UserRecord } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
+import type { Store, StoreReader, Tx } from '../store/store.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const SECRET_KIND = 'oauth_client_secret';
@@ -28,7 +28,7 @@ export interface OAuthClientRecord {
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-const clientsOf = (db: Db): OAuthClientRecord[] => db.oauth_clients as OAuthClientRecord[];
+const clientsOf = (db: StoreReader): OAuthClientRecord[] => db.all<'oauth_clients', OAuthClientRecord>('oauth_clients');
 
 /**
  * A redirect URI as registered: absolute, http(s) or a private-use scheme for native apps, no
@@ -82,8 +82,13 @@ export const toPublicClient = (c: OAuthClientRecord): z.infer<typeof oauthClient
 });
 
 /** A removed client's approved grants are revoked and its drafts fail. */
-function endGrantsOfRemovedClient(r: Db['access_requests'][number], removed: Set<string>, now: string, actorId: string | null): void {
-  if (!removed.has(r.app_client_id)) return;
+function endGrantsOfRemovedClients(tx: Tx, removed: Set<string>, now: string, actorId: string | null): void {
+  for (const found of tx.all('access_requests')) {
+    if (removed.has(found.app_client_id) && (found.status === 'approved' || found.status === 'draft')) endGrant(tx.edit('access_requests', found.id)!, now, actorId);
+  }
+}
+
+function endGrant(r: AccessRequestRecord, now: string, actorId: string | null): void {
   if (r.status === 'approved') {
     r.status = 'revoked';
     r.revoked_at = now;
@@ -109,12 +114,12 @@ export class OAuthClientsService {
   }
 
   find(clientId: string): OAuthClientRecord | undefined {
-    return this.store.read((db) => clientsOf(db).find((c) => c.client_id === clientId));
+    return this.store.get<'oauth_clients', OAuthClientRecord>('oauth_clients', clientId);
   }
 
   list(actor: UserRecord): OAuthClientRecord[] {
     this.requireAdmin(actor);
-    return this.store.read((db) => [...clientsOf(db)]);
+    return clientsOf(this.store);
   }
 
   /** Answers the record and, for a confidential client, its secret: shown this once, stored sealed. */
@@ -131,9 +136,7 @@ export class OAuthClientsService {
       client_secret: secret ? this.box.seal(SECRET_KIND, clientId, secret) : null,
       created_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.update((db) => {
-      clientsOf(db).push(client);
-    });
+    await this.store.update((tx) => tx.put('oauth_clients', client));
     return { client, secret };
   }
 
@@ -142,14 +145,14 @@ export class OAuthClientsService {
     this.requireAdmin(actor);
     if (!this.find(clientId)) throw notFound(`No OAuth client ${clientId}.`);
     const now = new Date(this.clock()).toISOString();
-    await this.store.update((db) => {
-      db.oauth_clients = clientsOf(db).filter((c) => c.client_id !== clientId);
-      for (const r of db.access_requests) endGrantsOfRemovedClient(r, new Set([clientId]), now, actor.id);
+    await this.store.update((tx) => {
+      tx.delete('oauth_clients', clientId);
+      endGrantsOfRemovedClients(tx, new Set([clientId]), now, actor.id);
     });
   }
 
   countDynamic(): number {
-    return this.store.read((db) => clientsOf(db).filter((c) => c.kind === 'dynamic').length);
+    return clientsOf(this.store).filter((c) => c.kind === 'dynamic').length;
   }
 
   /** Stores a client that registered itself (RFC 7591), as the authorization server accepted it. */
@@ -169,8 +172,10 @@ export class OAuthClientsService {
       metadata,
       last_used_at: now,
     };
-    await this.store.update((db) => {
-      db.oauth_clients = [...clientsOf(db).filter((c) => c.client_id !== clientId), record];
+    await this.store.update((tx) => {
+      // a new registration under an old id goes last, as a new client
+      tx.delete('oauth_clients', clientId);
+      tx.put('oauth_clients', record);
     });
   }
 
@@ -179,8 +184,8 @@ export class OAuthClientsService {
     const c = this.find(clientId);
     if (c?.kind !== 'dynamic' || (c.last_used_at && this.clock() - Date.parse(c.last_used_at) < DAY_MS)) return;
     const now = new Date(this.clock()).toISOString();
-    await this.store.update((db) => {
-      const row = clientsOf(db).find((r) => r.client_id === clientId);
+    await this.store.update((tx) => {
+      const row = tx.edit<'oauth_clients', OAuthClientRecord>('oauth_clients', clientId);
       if (row) row.last_used_at = now;
     });
   }
@@ -192,17 +197,15 @@ export class OAuthClientsService {
   async sweepDynamic(days: number): Promise<number> {
     if (days <= 0) return 0;
     const cutoff = this.clock() - days * DAY_MS;
-    const stale = this.store.read((db) =>
-      clientsOf(db)
-        .filter((c) => c.kind === 'dynamic' && Date.parse(c.last_used_at ?? c.created_at) < cutoff)
-        .map((c) => c.client_id),
-    );
+    const stale = clientsOf(this.store)
+      .filter((c) => c.kind === 'dynamic' && Date.parse(c.last_used_at ?? c.created_at) < cutoff)
+      .map((c) => c.client_id);
     if (stale.length === 0) return 0;
     const gone = new Set(stale);
     const now = new Date(this.clock()).toISOString();
-    await this.store.update((db) => {
-      db.oauth_clients = clientsOf(db).filter((c) => !gone.has(c.client_id));
-      for (const r of db.access_requests) endGrantsOfRemovedClient(r, gone, now, null);
+    await this.store.update((tx) => {
+      for (const id of gone) tx.delete('oauth_clients', id);
+      endGrantsOfRemovedClients(tx, gone, now, null);
     });
     return stale.length;
   }

@@ -24,15 +24,13 @@ const publicOf = ({ d, p, q, dp, dq, qi, ...pub }: JWK): JWK => pub;
  * and RS256 for ID tokens, created on first start and kept sealed in the store.
  */
 export async function loadSigningKeys(store: Store, box: SecretBox): Promise<SigningKeys> {
-  const sealed = store.data.oauth_keys as string | undefined;
+  const sealed = store.doc('oauth_keys');
   let keys: JWK[];
   if (sealed) {
     keys = JSON.parse(box.open(KIND, 'jwks', sealed)) as JWK[];
   } else {
     keys = [await generate('ES256'), await generate('RS256')];
-    await store.update((db) => {
-      db.oauth_keys = box.seal(KIND, 'jwks', JSON.stringify(keys));
-    });
+    await store.update((tx) => tx.setDoc('oauth_keys', box.seal(KIND, 'jwks', JSON.stringify(keys))));
   }
   return { keys, publicKeys: keys.map(publicOf) };
 }

@@ -158,7 +158,7 @@ export async function createAuthorizationServer(
         names: { session: 'svc_oauth_session', interaction: 'svc_oauth_interaction', resume: 'svc_oauth_resume' },
       },
       async findAccount(_ctx: OidcCtx, sub: string) {
-        const user = deps.store.read((db) => db.users.find((u) => u.id === sub));
+        const user = deps.store.get('users', sub);
         return user ? { accountId: user.id, claims: async () => ({ sub: user.id }) } : undefined;
       },
       // The roles are known scopes too: MCP hosts (the MCP SDK) put the scope they were told

@@ -5,8 +5,8 @@ import type { Logger } from '../log.js';
 import { atLeast } from '../auth/roles.js';
 import { callUpstream, readBody, upstreamUrl } from '../proxy/upstream.js';
 import type { SecretBox } from '../store/crypto.js';
-import type { Db, UserRecord } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { UserRecord } from '../store/schema.js';
+import type { Store, StoreReader } from '../store/store.js';
 import type { createProviderBody, provider } from './schemas.js';
 
 const KEY_KIND = 'provider_api_key';
@@ -25,7 +25,7 @@ export interface ProviderRecord {
   created_at: string;
 }
 
-export const providersOf = (db: Db): ProviderRecord[] => db.providers as ProviderRecord[];
+export const providersOf = (db: StoreReader): ProviderRecord[] => db.all<'providers', ProviderRecord>('providers');
 
 export const toPublicProvider = (p: ProviderRecord): z.infer<typeof provider> => ({
   name: p.name,
@@ -55,7 +55,7 @@ export class ProvidersService {
   }
 
   list(): ProviderRecord[] {
-    return this.store.read((db) => providersOf(db));
+    return providersOf(this.store);
   }
 
   find(name: string): ProviderRecord | undefined {
@@ -96,9 +96,9 @@ export class ProvidersService {
       timeout_ms: input.timeout_ms ?? DEFAULT_TIMEOUT_MS,
       created_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.update((db) => {
-      if (providersOf(db).some((p) => p.name === input.name)) throw conflict('provider_exists', `A provider named ${input.name} exists already.`);
-      providersOf(db).push(record);
+    await this.store.update((tx) => {
+      if (tx.get('providers', input.name)) throw conflict('provider_exists', `A provider named ${input.name} exists already.`);
+      tx.put('providers', record);
     });
     return (await this.refresh(actor, input.name).catch(() => undefined)) ?? record;
   }
@@ -119,8 +119,8 @@ export class ProvidersService {
       error = err instanceof Error && /answered/.test(err.message) ? err.message : 'the provider could not be reached or did not answer a model list';
       this.logger.warn({ provider: name }, 'model discovery failed');
     }
-    return this.store.update((db) => {
-      const rec = providersOf(db).find((x) => x.name === name);
+    return this.store.update((tx) => {
+      const rec = tx.edit<'providers', ProviderRecord>('providers', name);
       if (!rec) throw notFound(`No provider named ${name}.`);
       if (discovered) {
         rec.discovered_models = [...new Set(discovered)];
@@ -134,9 +134,9 @@ export class ProvidersService {
   async remove(actor: UserRecord, name: string): Promise<void> {
     this.requirePowerUser(actor);
     this.get(name);
-    await this.store.update((db) => {
-      db.providers = providersOf(db).filter((p) => p.name !== name);
-      db.model_aliases = (db.model_aliases as { provider: string }[]).filter((a) => a.provider !== name);
+    await this.store.update((tx) => {
+      tx.delete('providers', name);
+      for (const a of tx.all<'model_aliases', { id: string; provider: string }>('model_aliases')) if (a.provider === name) tx.delete('model_aliases', a.id);
     });
     this.openedKeys.delete(name);
   }

@@ -1,119 +1,357 @@
-import path from 'node:path';
-import type { Adapter } from 'lowdb';
-import { DurableJsonFile, storeWriteFailed } from './durable-file.js';
-import { type Db, emptyDb, validateDb } from './schema.js';
+import { isDeepStrictEqual } from 'node:util';
+import { storeWriteFailed } from './durable-file.js';
+import { JournalFiles, type StoreBackend, type StoreContents } from './journal.js';
+import { type CollectionName, type CollectionRecords, COLLECTION_KEYS, deepFreeze, type DocName, type DocValues, type Op, type StoreReader, type Tx } from './tables.js';
 
-export const STORE_FILE = 'db.json';
+export { STORE_FILE } from './journal.js';
+export type { StoreReader, Tx } from './tables.js';
+
+const DELETED = Symbol('deleted');
+type Slot = unknown | typeof DELETED;
+/** where docs live in the overlay and in a transaction's changes, beside the collections */
+const DOCS = '#docs';
+
+/** Records are frozen when they are stored, in tests, so that a change in place fails loudly. */
+const freezeRecords = process.env.NODE_ENV === 'test';
+
+interface Waiter {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
 
 /**
- * The daemon's single writer over db.json, and what every reader sees.
+ * The daemon's single writer, and what every reader sees.
  *
- * Two versions of the data: `committed`, what is on disk and the only thing readers (polls,
- * Bearer checks, lists) ever see, and `working`, committed plus the mutations waiting for their
- * write. A mutation runs synchronously against a copy of `working` (so checks and changes are
- * atomic within one event-loop turn: two concurrent decisions can never both see `draft`), then
- * waits for a flush; mutations that arrive while a flush runs are grouped into the next one. Only
- * once a flush is durable does `committed` move to what it wrote, so nothing is visible that a
- * crash or a full disk could still take back. If a flush fails, `working` falls back to
- * `committed` and every mutation in that group (and queued behind it) is rejected.
+ * Two versions of the data: the committed records, what is durable and the only thing readers
+ * (polls, Bearer checks, lists) ever see, and the overlay, the changes waiting for their write. A
+ * transaction runs synchronously against committed plus overlay plus its own changes (so checks
+ * and changes are atomic within one event-loop turn: two concurrent decisions can never both see
+ * `draft`), then waits for its group to be written; transactions that arrive while a write runs
+ * are grouped into the next one. A write costs what changed, not what is stored: the backend
+ * appends the group's changes to a journal (see journal.ts). Only once that is durable do the
+ * changes move from the overlay into the committed records. If a write fails, the overlay is
+ * dropped and every transaction in that group (and queued behind it) is rejected.
+ *
+ * Records are values: a change puts a new record (or `edit`s a copy); none is changed in place,
+ * so a reader holding one, or a snapshot being written, never sees it move.
  */
-export class Store {
-  private committed: Db;
-  private working: Db;
+export class Store implements StoreReader {
+  private readonly data = new Map<CollectionName, Map<string, unknown>>();
+  private readonly docs = new Map<string, unknown>();
+  private readonly versions = new Map<CollectionName, number>();
+  /** changes not yet durable, by collection (or DOCS) and key, with the group that writes them */
+  private readonly overlay = new Map<string, Map<string, { value: Slot; group: number }>>();
+  private seq: number;
+  private forming: { ops: Op[]; waiters: Waiter[] } = { ops: [], waiters: [] };
+  private groupNo = 1;
   private flushing: Promise<void> | null = null;
-  private pending: { resolve: () => void; reject: (err: unknown) => void }[] = [];
   private closed = false;
-  /** why the last flush failed (a FileWriteError names the file), until one succeeds */
+  private readonly watchers = new Map<CollectionName, ((key: string, record: unknown) => void)[]>();
+  /** why the last write failed (a FileWriteError names the file), until one succeeds */
   lastWriteError: unknown = null;
 
   private constructor(
-    readonly file: string,
-    private readonly adapter: Adapter<Db>,
-    initial: Db,
+    private readonly backend: StoreBackend,
+    contents: StoreContents,
   ) {
-    this.committed = initial;
-    this.working = initial;
+    for (const [name, records] of contents.collections) this.data.set(name, records);
+    for (const name of Object.keys(COLLECTION_KEYS) as CollectionName[]) if (!this.data.has(name)) this.data.set(name, new Map());
+    for (const [name, value] of contents.docs) this.docs.set(name, value);
+    this.seq = contents.seq;
+  }
+
+  /** The file that errors name. */
+  get file(): string {
+    return this.backend.file;
   }
 
   /**
-   * Opens the store; throws CorruptStoreError (file untouched) when it cannot be read, or when it
-   * is missing but its backup is not. `adapter` replaces the file (tests inject failing disks).
+   * Opens the store in `dataDir`; throws CorruptStoreError (files untouched) when it cannot be
+   * read, or when db.json is missing but its backup is not. `backend` replaces the files (tests
+   * inject held or failing disks, or keep everything in memory).
    */
-  static async open(dataDir: string, adapter?: Adapter<Db>): Promise<Store> {
-    const file = path.join(dataDir, STORE_FILE);
-    const a = adapter ?? new DurableJsonFile<Db>(file, validateDb);
-    const loaded = await a.read();
-    return new Store(file, a, { ...emptyDb(), ...loaded });
+  static async open(dataDir: string, backend?: StoreBackend, opts: { onCompactionError?: (err: unknown) => void } = {}): Promise<Store> {
+    // SVC_STORE_COMPACT_BYTES: tests make snapshots frequent, to crash in the middle of one.
+    const compactBytes = Number(process.env.SVC_STORE_COMPACT_BYTES) || undefined;
+    const b = backend ?? new JournalFiles(dataDir, { compactBytes, ...opts });
+    return new Store(b, await b.load());
   }
 
-  /** The committed (durable) data. Callers must not mutate it. */
-  get data(): Readonly<Db> {
-    return this.committed;
+  /** A store that keeps everything in memory: the service unit tests run on it. */
+  static memory(initial?: Partial<Record<CollectionName, unknown[]>> & { meta?: DocValues['meta'] }): Store {
+    return new Store(memoryBackend(), contentsOf(initial ?? {}));
   }
 
-  /** Read-only access to the committed data. Callers must not mutate. */
-  read<R>(fn: (db: Db) => R): R {
-    return fn(this.committed);
+  // ---- reading: committed data only ----
+
+  get<N extends CollectionName, T = CollectionRecords[N]>(collection: N, key: string): T | undefined {
+    return this.data.get(collection)!.get(key) as T | undefined;
+  }
+
+  all<N extends CollectionName, T = CollectionRecords[N]>(collection: N): T[] {
+    return [...this.data.get(collection)!.values()] as T[];
+  }
+
+  count(collection: CollectionName): number {
+    return this.data.get(collection)!.size;
+  }
+
+  doc<D extends DocName>(name: D): DocValues[D] {
+    return (this.docs.get(name) ?? (name === 'meta' ? null : undefined)) as DocValues[D];
+  }
+
+  version(collection: CollectionName): number {
+    return this.versions.get(collection) ?? 0;
   }
 
   /**
-   * Runs `fn` against the latest data (committed plus pending mutations) and resolves with its
-   * result once the change is durable; only then do readers see it. If `fn` throws, nothing
-   * changes and nothing is written.
+   * Calls `fn` with each durable change to `collection` (the new record, or undefined when it was
+   * deleted), so that an index can follow the change instead of being rebuilt.
    */
-  async update<R>(fn: (db: Db) => R): Promise<R> {
+  watch<N extends CollectionName, T = CollectionRecords[N]>(collection: N, fn: (key: string, record: T | undefined) => void): void {
+    const list = this.watchers.get(collection) ?? [];
+    list.push(fn as (key: string, record: unknown) => void);
+    this.watchers.set(collection, list);
+  }
+
+  // ---- writing ----
+
+  /**
+   * Runs `fn` in a transaction against the latest data and resolves with its result once the
+   * change is durable; only then do readers see it. If `fn` throws, nothing changes.
+   */
+  async update<R>(fn: (tx: Tx) => R): Promise<R> {
     if (this.closed) throw storeWriteFailed(new Error('store is closed'));
-    const draft = structuredClone(this.working);
-    const result = fn(draft);
-    this.working = draft;
-    await this.scheduleFlush();
+    const tx = new Transaction(this);
+    const result = fn(tx);
+    const ops = tx.finish();
+    if (ops.length === 0) return result;
+    const group = this.groupNo;
+    for (const op of ops) {
+      if (freezeRecords && op[0] !== 'd') deepFreeze(op[3]);
+      const [space, key, value] = op[0] === 's' ? [DOCS, op[1], op[2]] : [op[1], op[2], op[0] === 'd' ? DELETED : op[3]];
+      let slots = this.overlay.get(space);
+      if (!slots) this.overlay.set(space, (slots = new Map()));
+      slots.set(key, { value, group });
+    }
+    this.forming.ops.push(...ops);
+    await new Promise<void>((resolve, reject) => {
+      this.forming.waiters.push({ resolve, reject });
+      if (!this.flushing) this.flushing = this.flushLoop();
+    });
     return result;
   }
 
-  /**
-   * Derived state only (lazy expiry): applied in place to what readers see, and to the pending
-   * version; persisted with the next write. `fn` must be idempotent.
-   */
-  touch(fn: (db: Db) => void): void {
-    if (this.working !== this.committed) fn(this.working);
-    fn(this.committed);
+  /** @internal what a transaction reads under its own changes: committed plus not yet durable */
+  pendingSlot(space: string, key: string): { value: Slot } | undefined {
+    return this.overlay.get(space)?.get(key);
   }
 
-  private scheduleFlush(): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.pending.push({ resolve, reject });
-      if (!this.flushing) this.flushing = this.flushLoop();
-    });
+  /** @internal */
+  pendingKeys(space: string): Map<string, { value: Slot }> | undefined {
+    return this.overlay.get(space);
+  }
+
+  /** @internal */
+  committedDoc(name: string): unknown {
+    return this.docs.get(name);
   }
 
   private async flushLoop(): Promise<void> {
-    // Yield once so that mutations issued in the same tick join this group.
+    // Yield once so that transactions issued in the same tick join this group.
     await new Promise<void>((r) => setImmediate(r));
-    while (this.pending.length > 0) {
-      const group = this.pending;
-      this.pending = [];
-      // `working` is replaced, never changed in place, by later mutations: this object stays as written.
-      const snapshot = this.working;
+    while (this.forming.waiters.length > 0) {
+      const group = this.forming;
+      const groupNo = this.groupNo++;
+      this.forming = { ops: [], waiters: [] };
       try {
-        await this.adapter.write(snapshot);
-        this.committed = snapshot;
+        await this.backend.append(this.seq + 1, group.ops, () => this.snapshot());
+        this.seq += 1;
+        this.apply(group.ops, groupNo);
         this.lastWriteError = null;
-        for (const p of group) p.resolve();
+        for (const w of group.waiters) w.resolve();
       } catch (err) {
-        // Drop everything not yet durable, including mutations queued behind this group.
-        this.working = this.committed;
+        // Drop everything not yet durable, including what is queued behind this group.
+        this.overlay.clear();
         this.lastWriteError = err;
         const failed = storeWriteFailed(err);
-        for (const p of [...group, ...this.pending]) p.reject(failed);
-        this.pending = [];
+        for (const w of [...group.waiters, ...this.forming.waiters]) w.reject(failed);
+        this.forming = { ops: [], waiters: [] };
+        this.groupNo++;
+        continue;
       }
+      await this.backend.afterAppend(() => this.snapshot());
     }
     this.flushing = null;
   }
 
-  /** Waits for every queued write, then refuses new ones. */
+  /** A durable group becomes what readers see. */
+  private apply(ops: Op[], groupNo: number): void {
+    for (const op of ops) {
+      let space: string;
+      if (op[0] === 's') {
+        space = DOCS;
+        this.docs.set(op[1], op[2]);
+      } else {
+        space = op[1];
+        const records = this.data.get(op[1])!;
+        if (op[0] === 'p') records.set(op[2], op[3]);
+        else records.delete(op[2]);
+        this.versions.set(op[1], (this.versions.get(op[1]) ?? 0) + 1);
+        for (const fn of this.watchers.get(op[1]) ?? []) fn(op[2], op[0] === 'p' ? op[3] : undefined);
+      }
+      const slots = this.overlay.get(space);
+      const key = op[0] === 's' ? op[1] : op[2];
+      if (slots?.get(key)?.group === groupNo) slots.delete(key);
+    }
+  }
+
+  /** The committed data as of now, for a snapshot: records are values, so the arrays stay true. */
+  private snapshot(): StoreContents {
+    const collections = new Map<CollectionName, Map<string, unknown>>();
+    // A shallow copy of each map: later changes replace entries in `data`, never these values.
+    for (const [name, records] of this.data) collections.set(name, new Map(records));
+    return { seq: this.seq, collections, docs: new Map(this.docs) };
+  }
+
+  /** Waits for every queued write, writes a snapshot when the journal holds anything, then refuses new writes. */
   async close(): Promise<void> {
     while (this.flushing) await this.flushing.catch(() => undefined);
     this.closed = true;
+    await this.backend.close(() => this.snapshot());
   }
+}
+
+class Transaction implements Tx {
+  private readonly changes = new Map<string, Map<string, Slot>>();
+  private readonly edits = new Map<string, { collection: CollectionName; key: string; record: unknown; original: unknown }>();
+  private readonly ops: Op[] = [];
+
+  constructor(private readonly store: Store) {}
+
+  private slot(space: string, key: string): { value: Slot } | undefined {
+    const mine = this.changes.get(space);
+    if (mine?.has(key)) return { value: mine.get(key) };
+    return this.store.pendingSlot(space, key);
+  }
+
+  get<N extends CollectionName, T = CollectionRecords[N]>(collection: N, key: string): T | undefined {
+    const edit = this.edits.get(`${collection}\0${key}`);
+    if (edit) return edit.record as T;
+    const s = this.slot(collection, key);
+    if (s) return (s.value === DELETED ? undefined : s.value) as T | undefined;
+    return this.store.get<N, T>(collection, key);
+  }
+
+  all<N extends CollectionName, T = CollectionRecords[N]>(collection: N): T[] {
+    const pending = this.store.pendingKeys(collection);
+    const mine = this.changes.get(collection);
+    if (!pending?.size && !mine?.size) return this.store.all<N, T>(collection);
+    const merged = new Map<string, unknown>();
+    for (const r of this.store.all(collection)) merged.set(keyOf(collection, r), r);
+    for (const [key, { value }] of pending ?? []) {
+      if (value === DELETED) merged.delete(key);
+      else merged.set(key, value);
+    }
+    for (const [key, value] of mine ?? []) {
+      if (value === DELETED) merged.delete(key);
+      else merged.set(key, value);
+    }
+    for (const e of this.edits.values()) if (e.collection === collection) merged.set(e.key, e.record);
+    return [...merged.values()] as T[];
+  }
+
+  count(collection: CollectionName): number {
+    return this.all(collection).length;
+  }
+
+  changed<N extends CollectionName, T = CollectionRecords[N]>(collection: N): [string, T | undefined][] {
+    const out = new Map<string, unknown>();
+    for (const [key, { value }] of this.store.pendingKeys(collection) ?? []) out.set(key, value);
+    for (const [key, value] of this.changes.get(collection) ?? []) out.set(key, value);
+    for (const e of this.edits.values()) if (e.collection === collection) out.set(e.key, e.record);
+    return [...out].map(([k, v]) => [k, (v === DELETED ? undefined : v) as T | undefined]);
+  }
+
+  doc<D extends DocName>(name: D): DocValues[D] {
+    const s = this.slot(DOCS, name);
+    const value = s ? s.value : this.store.committedDoc(name);
+    return (value ?? (name === 'meta' ? null : undefined)) as DocValues[D];
+  }
+
+  version(collection: CollectionName): number {
+    return this.store.version(collection);
+  }
+
+  put<N extends CollectionName, T = CollectionRecords[N]>(collection: N, record: T, key?: string): T {
+    const k = key ?? keyOf(collection, record);
+    this.edits.delete(`${collection}\0${k}`);
+    this.change(collection, k, record);
+    this.ops.push(['p', collection, k, record]);
+    return record;
+  }
+
+  delete(collection: CollectionName, key: string): void {
+    this.edits.delete(`${collection}\0${key}`);
+    if (this.get(collection, key) === undefined) return;
+    this.change(collection, key, DELETED);
+    this.ops.push(['d', collection, key]);
+  }
+
+  edit<N extends CollectionName, T = CollectionRecords[N]>(collection: N, key: string): T | undefined {
+    const id = `${collection}\0${key}`;
+    const open = this.edits.get(id);
+    if (open) return open.record as T;
+    const current = this.get(collection, key);
+    if (current === undefined) return undefined;
+    const record = structuredClone(current);
+    this.edits.set(id, { collection, key, record, original: current });
+    return record as T;
+  }
+
+  setDoc<D extends DocName>(name: D, value: DocValues[D]): void {
+    this.change(DOCS, name, value);
+    this.ops.push(['s', name, value]);
+  }
+
+  private change(space: string, key: string, value: Slot): void {
+    let m = this.changes.get(space);
+    if (!m) this.changes.set(space, (m = new Map()));
+    m.set(key, value);
+  }
+
+  /** The transaction's changes in the order they were made, then the edits that changed anything. */
+  finish(): Op[] {
+    for (const e of this.edits.values()) if (!isDeepStrictEqual(e.record, e.original)) this.ops.push(['p', e.collection, e.key, e.record]);
+    this.edits.clear();
+    return this.ops;
+  }
+}
+
+function keyOf(collection: CollectionName, record: unknown): string {
+  const key = COLLECTION_KEYS[collection];
+  if (!key) throw new Error(`records of ${collection} are stored under a key given with each put`);
+  return (key as (r: unknown) => string)(record);
+}
+
+/** Contents from plain arrays (tests, the in-memory store). */
+function contentsOf(initial: Partial<Record<CollectionName, unknown[]>> & { meta?: DocValues['meta'] }): StoreContents {
+  const collections = new Map<CollectionName, Map<string, unknown>>();
+  for (const [name, records] of Object.entries(initial)) {
+    if (name === 'meta') continue;
+    const c = name as CollectionName;
+    collections.set(c, new Map((records as unknown[]).map((r) => [keyOf(c, r), freezeRecords ? deepFreeze(r) : r])));
+  }
+  return { seq: 0, collections, docs: new Map(initial.meta ? [['meta', initial.meta]] : []) };
+}
+
+/** Nothing on disk: every write is durable at once. */
+export function memoryBackend(): StoreBackend {
+  return {
+    file: '(memory)',
+    load: async () => ({ seq: 0, collections: new Map(), docs: new Map() }),
+    append: async () => undefined,
+    afterAppend: async () => undefined,
+    close: async () => undefined,
+  };
 }
