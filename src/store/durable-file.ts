@@ -1,7 +1,6 @@
 import { constants } from 'node:fs';
-import { access, link, mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
+import { access, open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import type { Adapter } from 'lowdb';
 import { AppError } from '../errors.js';
 
 export class CorruptStoreError extends Error {
@@ -92,89 +91,38 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 /**
- * A lowdb adapter whose write is durable before it resolves: temp file, fsync, rename, fsync of
- * the directory. The previous version is kept as `<file>.bak` (a hard link, no copy) so a bad
- * file always has its last good copy beside it. It never overwrites a file it could not parse.
+ * Reads a JSON file that must be whole and of the expected shape. It refuses (CorruptStoreError,
+ * file untouched) a file that does not parse or check out, and a missing file whose backup
+ * (`<file>.bak`) is there, so that a store is never started empty over its last good copy.
  */
-export class DurableJsonFile<T> implements Adapter<T> {
-  readonly backupFile: string;
-  private readonly tmpFile: string;
-  private refusedToRead = false;
-
-  constructor(
-    readonly file: string,
-    private readonly validate: (value: unknown) => { ok: true; data: T } | { ok: false; reason: string },
-  ) {
-    this.backupFile = `${file}.bak`;
-    this.tmpFile = `${file}.tmp`;
+export async function readJsonFileOrRefuse<T>(
+  file: string,
+  validate: (value: unknown) => { ok: true; data: T } | { ok: false; reason: string },
+): Promise<T | null> {
+  const backupFile = `${file}.bak`;
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if (await exists(backupFile)) throw new MissingStoreError(file, backupFile);
+    return null;
   }
-
-  async read(): Promise<T | null> {
-    let text: string;
-    try {
-      text = await readFile(this.file, 'utf8');
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      if (await exists(this.backupFile)) {
-        this.refusedToRead = true;
-        throw new MissingStoreError(this.file, this.backupFile);
-      }
-      return null;
-    }
-    const backup = await exists(this.backupFile) ? this.backupFile : undefined;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (err) {
-      this.refusedToRead = true;
-      throw new CorruptStoreError(this.file, `not valid JSON: ${(err as Error).message}`, backup);
-    }
-    const checked = this.validate(parsed);
-    if (!checked.ok) {
-      this.refusedToRead = true;
-      throw new CorruptStoreError(this.file, `unexpected content: ${checked.reason}`, backup);
-    }
-    return checked.data;
+  const backup = (await exists(backupFile)) ? backupFile : undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new CorruptStoreError(file, `not valid JSON: ${(err as Error).message}`, backup);
   }
+  const checked = validate(parsed);
+  if (!checked.ok) throw new CorruptStoreError(file, `unexpected content: ${checked.reason}`, backup);
+  return checked.data;
+}
 
-  async write(data: T): Promise<void> {
-    if (this.refusedToRead) throw new Error(`refusing to overwrite unreadable store ${this.file}`);
-    const dir = path.dirname(this.file);
-    const text = JSON.stringify(data);
-    try {
-      await mkdir(dir, { recursive: true, mode: 0o700 });
-      const handle = await open(this.tmpFile, 'w', 0o600);
-      try {
-        await handle.writeFile(text, 'utf8');
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    } catch (err) {
-      await unlink(this.tmpFile).catch(() => undefined);
-      throw asWriteError(this.file, err);
-    }
-    try {
-      await this.keepPreviousAsBackup();
-      await rename(this.tmpFile, this.file);
-      await fsyncDir(dir);
-    } catch (err) {
-      throw asWriteError(this.file, err);
-    }
-  }
-
-  private async keepPreviousAsBackup(): Promise<void> {
-    try {
-      await unlink(this.backupFile);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
-    try {
-      await link(this.file, this.backupFile);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    }
-  }
+/** `<file>.bak` when it is there. */
+export async function snapshotBackup(file: string): Promise<string | undefined> {
+  return (await exists(`${file}.bak`)) ? `${file}.bak` : undefined;
 }
 
 async function exists(file: string): Promise<boolean> {

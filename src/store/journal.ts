@@ -2,22 +2,14 @@ import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { type FileHandle, link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { CorruptStoreError, DurableJsonFile, FileWriteError } from './durable-file.js';
-import { type Db, validateDb } from './schema.js';
-import { type CollectionName, COLLECTION_KEYS, isCollection, type Op } from './tables.js';
+import { CorruptStoreError, FileWriteError } from './durable-file.js';
+import { readSnapshot, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
+import { COLLECTION_KEYS, type Op } from './tables.js';
 
 export const STORE_FILE = 'db.json';
 /** db.journal.<n>: changes from sequence number n on */
 const JOURNAL_PREFIX = 'db.journal.';
-/** the snapshot's own field: the last journal entry it holds */
-const SEQ_FIELD = 'journal_seq';
-
-export interface StoreContents {
-  /** the sequence number of the last change held */
-  seq: number;
-  collections: Map<CollectionName, Map<string, unknown>>;
-  docs: Map<string, unknown>;
-}
+export type { StoreContents } from './snapshot.js';
 
 /** Where a store's changes go: files (JournalFiles), or memory in tests. */
 export interface StoreBackend {
@@ -82,22 +74,17 @@ export class JournalFiles implements StoreBackend {
   }
 
   async load(): Promise<StoreContents> {
-    let loaded: Db | null;
+    let loaded: StoreContents | null;
     try {
-      loaded = await new DurableJsonFile<Db>(this.file, validateDb).read();
+      loaded = await readSnapshot(this.file);
     } catch (err) {
       this.refused = true;
       throw err;
     }
-    const contents: StoreContents = { seq: 0, collections: new Map(), docs: new Map() };
+    const contents: StoreContents = loaded ?? { seq: 0, collections: new Map(), docs: new Map() };
     if (loaded) {
       this.snapshotExists = true;
       this.snapshotBytes = (await stat(this.file)).size;
-      for (const [name, value] of Object.entries(loaded)) {
-        if (name === SEQ_FIELD) contents.seq = typeof value === 'number' ? value : 0;
-        else if (isCollection(name)) contents.collections.set(name, recordsOf(name, value));
-        else contents.docs.set(name, value);
-      }
     }
     this.snapshotSeq = contents.seq;
     await this.replay(contents);
@@ -247,7 +234,7 @@ export class JournalFiles implements StoreBackend {
       await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
       const handle = await open(this.tmpFile, 'w', 0o600);
       try {
-        bytes = await writeContents(handle, contents);
+        bytes = await writeSnapshot(handle, contents, (h, buf) => writeAll(h, buf, null));
         await handle.sync();
       } finally {
         await handle.close();
@@ -289,12 +276,6 @@ export class JournalFiles implements StoreBackend {
   }
 }
 
-function recordsOf(name: CollectionName, value: unknown): Map<string, unknown> {
-  const key = COLLECTION_KEYS[name] as ((r: unknown) => string) | null;
-  if (!key) return new Map(Object.entries((value ?? {}) as Record<string, unknown>));
-  return new Map(((value ?? []) as unknown[]).map((r) => [key(r), r]));
-}
-
 function applyOps(contents: StoreContents, ops: Op[]): void {
   for (const op of ops) {
     if (op[0] === 's') {
@@ -306,43 +287,6 @@ function applyOps(contents: StoreContents, ops: Op[]): void {
     if (op[0] === 'p') records.set(op[2], op[3]);
     else records.delete(op[2]);
   }
-}
-
-/** Streams `contents` as JSON in chunks, yielding to the event loop between them. Answers the bytes written. */
-async function writeContents(handle: FileHandle, contents: StoreContents): Promise<number> {
-  const CHUNK = 256 * 1024;
-  let parts: string[] = [];
-  let size = 0;
-  let written = 0;
-  const flush = async () => {
-    if (parts.length === 0) return;
-    const buf = Buffer.from(parts.join(''));
-    parts = [];
-    size = 0;
-    await writeAll(handle, buf, null);
-    written += buf.length;
-  };
-  const push = (text: string) => {
-    parts.push(text);
-    size += text.length;
-    return size >= CHUNK;
-  };
-  push(`{"${SEQ_FIELD}":${contents.seq}`);
-  if (contents.docs.get('meta') === undefined) push(',"meta":null');
-  for (const [name, value] of contents.docs) if (value !== undefined) push(`,${JSON.stringify(name)}:${JSON.stringify(value)}`);
-  for (const [name, records] of contents.collections) {
-    const asObject = COLLECTION_KEYS[name] === null;
-    push(`,${JSON.stringify(name)}:${asObject ? '{' : '['}`);
-    let first = true;
-    for (const [key, record] of records) {
-      if (push(`${first ? '' : ','}${asObject ? `${JSON.stringify(key)}:` : ''}${JSON.stringify(record)}`)) await flush();
-      first = false;
-    }
-    push(asObject ? '}' : ']');
-  }
-  push('}');
-  await flush();
-  return written;
 }
 
 /** A write can be short (a disk filling up takes part of it): the rest is written until all is, or it throws. */

@@ -181,3 +181,30 @@ export function validateDb(value: unknown): { ok: true; data: Db } | { ok: false
   }
   return { ok: true, data: parsed.data as unknown as Db };
 }
+
+/**
+ * The same loose checks, one record at a time, for the snapshot reader that streams db.json
+ * record by record (so a large store never sits in memory twice). Answers what is wrong, or null.
+ */
+export function recordProblem(collection: string, record: unknown): string | null {
+  if (!record || typeof record !== 'object' || Array.isArray(record)) return 'expected object';
+  const r = record as Record<string, unknown>;
+  const str = (k: string) => (typeof r[k] === 'string' ? null : `${k}: expected string`);
+  switch (collection) {
+    case 'users':
+      return str('id') ?? str('username');
+    case 'sessions':
+      return str('id_hash');
+    case 'mcp_instances':
+      return str('id');
+    case 'access_requests':
+      return str('id') ?? ((accessRequestStatuses as readonly unknown[]).includes(r.status) ? null : 'status: invalid');
+    case 'api_keys':
+      return str('id') ?? str('key_hash');
+    default:
+      return null;
+  }
+}
+
+/** The collections every snapshot has. */
+export const requiredCollections = ['users', 'sessions', 'mcp_instances', 'access_requests'] as const;
