@@ -43,6 +43,26 @@ function seedRecords(n, now) {
   });
 }
 
+/** Writes `db` as db.json the way svc writes its snapshots (one record per line), as a store that lived would have it. */
+async function writeSeed(file, db) {
+  const { writeSnapshot } = await import('../dist/store/snapshot.js');
+  const { COLLECTION_KEYS, isCollection } = await import('../dist/store/tables.js');
+  const contents = { seq: db.journal_seq ?? 0, collections: new Map(), docs: new Map() };
+  for (const [name, value] of Object.entries(db)) {
+    if (name === 'journal_seq') continue;
+    if (!isCollection(name)) contents.docs.set(name, value);
+    else if (COLLECTION_KEYS[name] === null) contents.collections.set(name, new Map(Object.entries(value)));
+    else contents.collections.set(name, new Map(value.map((r) => [COLLECTION_KEYS[name](r), r])));
+  }
+  const { open } = await import('node:fs/promises');
+  const handle = await open(file, 'w', 0o600);
+  try {
+    await writeSnapshot(handle, contents, (h, buf) => h.write(buf));
+  } finally {
+    await handle.close();
+  }
+}
+
 async function daemon(dataDir, stallFile) {
   const started = performance.now();
   const d = await startProcess(
@@ -102,7 +122,7 @@ export default async function runStoreBench(report) {
       rmSync(dir, { recursive: true, force: true });
       const db = { ...base, access_requests: seedRecords(size, Date.now()) };
       (await import('node:fs')).mkdirSync(dir, { recursive: true, mode: 0o700 });
-      writeFileSync(path.join(dir, 'db.json'), JSON.stringify(db), { mode: 0o600 });
+      await writeSeed(path.join(dir, 'db.json'), db);
       writeFileSync(path.join(dir, 'master.key'), master, { mode: 0o600 });
       writeFileSync(path.join(dir, 'cli-session.json'), session, { mode: 0o600 });
       const d = await daemon(dir, stallFile);
@@ -146,7 +166,7 @@ export default async function runStoreBench(report) {
     for (const [label, size] of [['empty', 0], [`${largest.size}`, largest.size]]) {
       const dir = path.join(root, `mixed-${size}`);
       (await import('node:fs')).mkdirSync(dir, { recursive: true, mode: 0o700 });
-      writeFileSync(path.join(dir, 'db.json'), JSON.stringify({ ...base, access_requests: seedRecords(size, Date.now()) }), { mode: 0o600 });
+      await writeSeed(path.join(dir, 'db.json'), { ...base, access_requests: seedRecords(size, Date.now()) });
       writeFileSync(path.join(dir, 'master.key'), master, { mode: 0o600 });
       writeFileSync(path.join(dir, 'cli-session.json'), session, { mode: 0o600 });
       const upstream = await startProcess(['bench/lib/upstream-server.js']);

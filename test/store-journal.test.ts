@@ -124,6 +124,22 @@ describe('snapshots (compaction)', () => {
     expect(restored.all('users').map((u) => u.id)).toEqual(ids.filter((id) => id !== 'u7'));
   });
 
+  it('reads a snapshot back a record at a time, refuses one cut off in the middle, and still reads one written whole (by hand)', async () => {
+    const dir = await tempDir();
+    const store = await open(dir, 1e12);
+    for (const id of ['a', 'b', 'c']) await store.update((tx) => tx.put('users', user(id)));
+    await store.close();
+    const file = path.join(dir, 'db.json');
+    const good = await readFile(file, 'utf8');
+    expect(good.split('\n').length).toBeGreaterThan(8); // one record per line
+    await writeFile(file, good.slice(0, good.indexOf('"b"') + 10));
+    await expect(open(dir)).rejects.toThrow(/not valid JSON: the file ends early|not valid JSON/);
+    await writeFile(file, JSON.stringify(await readStoreFiles(dir).catch(() => JSON.parse(good))));
+    const whole = await open(dir);
+    opened.push(whole);
+    expect(whole.all('users').map((u) => u.id)).toEqual(['a', 'b', 'c']);
+  });
+
   it('never holds the event loop long while writing a large snapshot', async () => {
     const dir = await tempDir();
     const store = await open(dir, 1e12);

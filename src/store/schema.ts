@@ -179,7 +179,8 @@ export function validateDb(value: unknown): { ok: true; data: Db } | { ok: false
     const issue = parsed.error.issues[0];
     return { ok: false, reason: `${issue.path.join('.') || '(root)'}: ${issue.message}` };
   }
-  return { ok: true, data: parsed.data as unknown as Db };
+  // The value itself, not zod's copy of it: a large store is not held twice.
+  return { ok: true, data: value as Db };
 }
 
 /**
