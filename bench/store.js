@@ -3,7 +3,7 @@
 // size, through the public API of a real `svc serve`: db.json size, start time, create and approve
 // p50/p99, the longest event-loop stall and the peak RSS. Then a mixed run (chat calls and creates
 // at fixed rates) on the largest store against the same run on an empty one.
-// `npm run bench -- --store`; MIXED_SECONDS (default 20), STORE_SIZES (default 1000,10000,50000).
+// `npm run bench -- --store`; MIXED_SECONDS (default 60), STORE_SIZES (default 1000,10000,50000).
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -13,7 +13,7 @@ import { fmt, peakRssMiB, percentile, startProcess, stop } from './lib/harness.j
 
 const TARGETS = { createP99Ms: 10, stallMs: 20, startS: 1.5, rssFactor: 1.3, chatP99Factor: 2 };
 const SIZES = (process.env.STORE_SIZES ?? '1000,10000,50000').split(',').map(Number);
-const MIXED_SECONDS = Number(process.env.MIXED_SECONDS ?? 20);
+const MIXED_SECONDS = Number(process.env.MIXED_SECONDS ?? 60);
 const stallMonitor = fileURLToPath(new URL('./lib/stall-monitor.js', import.meta.url));
 
 function seedRecords(n, now) {
