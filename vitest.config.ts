@@ -9,5 +9,8 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers: 2,
     reporters: ['default'],
+    // Files and the tests in them run in a new order each time (the seed is printed, and
+    // --sequence.seed=N repeats it): no test may lean on another having run first.
+    sequence: { shuffle: true },
   },
 });

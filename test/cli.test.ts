@@ -280,6 +280,9 @@ describe('svc requests', () => {
   });
 
   it('list: tab-separated rows without a header when piped; --json parses; --status filters', async () => {
+    // requests of its own, still drafts whatever the other tests have decided
+    const approveId = await createRequest({ app_client_id: 'app-approve' });
+    const denyId = await createRequest({ app_client_id: 'app-deny', requested_role: 'scope_user_user' });
     const r = await svc(['requests', 'list']);
     expect(r.exitCode, r.stderr).toBe(0);
     const rows = lines(r.stdout).map((l) => l.split('\t'));
@@ -295,15 +298,19 @@ describe('svc requests', () => {
     expect(data.map((d) => d.id)).toEqual(expect.arrayContaining([approveId, denyId]));
     expect(data.find((d) => d.id === denyId)).toMatchObject({ app_client_id: 'app-deny', status: 'draft', requested_role: 'scope_user_user' });
 
-    const none = await svc(['requests', 'list', '--status', 'approved', '--json']);
+    const none = await svc(['requests', 'list', '--status', 'expired', '--json']);
     expect(none.exitCode).toBe(0);
     expect(JSON.parse(none.stdout)).toEqual([]);
-    const nonePiped = await svc(['requests', 'list', '--status', 'approved']);
+    const nonePiped = await svc(['requests', 'list', '--status', 'expired']);
     expect(nonePiped.exitCode).toBe(0);
     expect(nonePiped.stdout).toBe('');
+    const drafts = JSON.parse((await svc(['requests', 'list', '--status', 'draft', '--json'])).stdout) as { id: string; status: string }[];
+    expect(drafts.map((x) => x.id)).toEqual(expect.arrayContaining([approveId, denyId]));
+    expect(drafts.every((x) => x.status === 'draft')).toBe(true);
   });
 
   it('show: the request and my instances of each requested URL', async () => {
+    const approveId = await createRequest({ app_client_id: 'app-approve' });
     const r = await svc(['requests', 'show', approveId]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toContain(`id\t${approveId}\n`);

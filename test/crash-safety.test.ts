@@ -130,8 +130,9 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
   let adminPassword: string;
   let current: Serve | undefined;
 
+  const others: Serve[] = [];
   afterAll(async () => {
-    if (current && current.child.exitCode === null && current.child.signalCode === null) await stopGracefully(current);
+    for (const s of [current, ...others]) if (s && s.child.exitCode === null && s.child.signalCode === null) await stopGracefully(s);
   });
 
   it('keeps every acknowledged write of every kind across a SIGKILL and a restart', { timeout: 90_000 }, async () => {
@@ -301,7 +302,9 @@ describe('svc serve survives a SIGKILL mid-burst', () => {
   });
 
   it('refuses a second svc serve on a data dir in use, with a clear message and exit code 1', { timeout: 60_000 }, async () => {
-    const running = current!;
+    const dataDir = path.join(root, 'in-use');
+    const running = await serve(dataDir);
+    others.push(running);
     const r = await serveExpectingFailure(dataDir);
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain(`Another svc serve (pid ${running.pid}) is already using the data dir ${dataDir}`);

@@ -105,7 +105,9 @@ async function startKeyringSession(env: Record<string, string>): Promise<Keyring
 const sha = async (file: string) => createHash('sha256').update(await readFile(file)).digest('hex');
 const exists = (file: string) => stat(file).then(() => true, () => false);
 
-describe.skipIf(!needs(Boolean(haveKeyring), 'keychain', 'gnome-keyring and dbus'))('master key in a real Secret Service (gnome-keyring)', () => {
+// One story in one keyring session: the first start puts the key there, the CLI and a restart find
+// it, and a start without the keyring is refused. Its steps stay in order when the suite is shuffled.
+describe.skipIf(!needs(Boolean(haveKeyring), 'keychain', 'gnome-keyring and dbus'))('master key in a real Secret Service (gnome-keyring)', { shuffle: false }, () => {
   let root: string;
   let dataDir: string;
   let baseEnv: Record<string, string>;

@@ -74,7 +74,6 @@ beforeAll(async () => {
   const off = await bob.post('/svc/v1/mcps', { name: 'off', url: mcp.url, enabled: false });
   expect(off.status, off.text).toBe(201);
   bobMcpOff = off.body.instance.id;
-  await loginCli('alice');
 });
 
 afterAll(async () => {
@@ -86,18 +85,25 @@ describe('a key from `svc keys create`, used by the openai client', () => {
   let key: string;
   let keyId: string;
   let requestId: string;
+  let created: Awaited<ReturnType<typeof svc>>;
+
+  // The key every test here uses, made once: the tests run in any order.
+  beforeAll(async () => {
+    await loginCli('alice'); // the CLI's login is the data dir's: another describe may have left bob's
+    created = await svc(['keys', 'create', 'Open WebUI', '--mcp', `${mcp.url}=${aliceMcp}`]);
+    key = created.stdout.trim();
+    keyId = d.store.all('api_keys').find((k) => k.name === 'Open WebUI')!.id;
+    requestId = d.store.get('api_keys', keyId)!.access_request_id;
+  });
 
   it('prints the key once, on stdout alone, and stores only its sha256', async () => {
-    const r = await svc(['keys', 'create', 'Open WebUI', '--mcp', `${mcp.url}=${aliceMcp}`]);
+    const r = created;
     expect(r.exitCode, r.stderr).toBe(0);
-    key = r.stdout.trim();
     expect(key).toMatch(KEY_FORMAT);
     expect(r.stdout).toBe(`${key}\n`);
     expect(r.stderr).toMatch(/Created API key [0-9a-f-]{36} \(scope_user_user, no expiry; access request [0-9a-f-]{36}\)/);
     expect(r.stderr).not.toContain(key);
-    const stored = d.store.all('api_keys').at(-1)!;
-    keyId = stored.id;
-    requestId = stored.access_request_id;
+    const stored = d.store.get('api_keys', keyId)!;
     expect(stored.key_hash).toBe(createHash('sha256').update(key).digest('hex'));
     expect(stored.expires_at).toBeNull();
     expect(JSON.stringify(await storedOnDisk(d.dataDir))).not.toContain(key.slice(4));
@@ -178,7 +184,7 @@ describe('a key from `svc keys create`, used by the openai client', () => {
     const row = table.stdout.split('\n').find((l) => l.startsWith(keyId))!;
     expect(row.split('\t')).toEqual([keyId, 'Open WebUI', 'active', 'scope_user_user', '1', requestId, expect.any(String), 'never']);
     const json = await svc(['keys', 'list', '--json']);
-    expect(JSON.parse(json.stdout)).toEqual([expect.objectContaining({ id: keyId, name: 'Open WebUI', status: 'active', access_request_id: requestId, expires_at: null, user: 'alice' })]);
+    expect(JSON.parse(json.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ id: keyId, name: 'Open WebUI', status: 'active', access_request_id: requestId, expires_at: null, user: 'alice' })]));
     const api = await alice.get('/svc/v1/keys');
     for (const text of [table.stdout, table.stderr, json.stdout, json.stderr, api.text]) {
       expect(text).not.toContain(key);
@@ -196,6 +202,10 @@ describe('a key from `svc keys create`, used by the openai client', () => {
   });
 
   it('`svc keys revoke` (by a unique 8-character prefix) ends it on its next call, and its access request with it', async () => {
+    // a key of its own: the other tests keep theirs
+    const own = await createKeyJson(['Revoked soon', '--mcp', `${mcp.url}=${aliceMcp}`]);
+    const [key, keyId, requestId] = [own.key, own.id, own.access_request_id];
+    expect((await openaiWith(key).models.list()).data.length).toBeGreaterThan(0);
     const r = await svc(['keys', 'revoke', keyId.slice(0, 8)]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).toContain(`Revoked API key ${keyId} (access request ${requestId})`);
@@ -214,6 +224,7 @@ describe('a key from `svc keys create`, used by the openai client', () => {
 });
 
 describe('other ways a key ends', () => {
+  beforeAll(() => loginCli('alice'));
   it('`svc requests revoke <access_request_id>` ends a key on its next call', async () => {
     const created = await createKeyJson(['Continue', '--role', 'scope_user_power_user']);
     expect(created).toMatchObject({ name: 'Continue', role: 'scope_user_power_user', status: 'active', expires_at: null });

@@ -20,7 +20,6 @@ describe('MCP for apps: REST endpoints and the Streamable HTTP proxy, through th
   let everythingSse: Awaited<ReturnType<typeof startEverything>>;
   const ids: Record<string, string> = {};
   let token: string;
-  let grantId: string;
   let clientId: string;
   let secret: string | undefined;
 
@@ -85,7 +84,6 @@ describe('MCP for apps: REST endpoints and the Streamable HTTP proxy, through th
       { url: everythingSse.url, instance_ids: [ids['sse-only']] },
     ]);
     token = grant.token;
-    grantId = grant.id;
     // disabled after it was granted: the grant names it, but calls must stop
     expect((await alice.patch(`/svc/v1/mcps/${ids.disabled}`, { enabled: false })).status).toBe(200);
   }, 60_000);
@@ -257,8 +255,12 @@ describe('MCP for apps: REST endpoints and the Streamable HTTP proxy, through th
   });
 
   it('stops every MCP route at once when the grant is revoked', async () => {
-    await alice.post(`/svc/v1/access-requests/${grantId}/revoke`);
+    // a grant of its own: the other tests keep theirs, in whatever order they run
+    const own = await tokenFor([{ url: stateless.url, instance_ids: [ids.stateless] }]);
+    const bearer = () => ({ Authorization: `Bearer ${own.token}` });
     const api = new Api(d.url);
+    expect((await api.get('/svc/v1/apps/mcps', bearer())).status).toBe(200);
+    await alice.post(`/svc/v1/access-requests/${own.id}/revoke`);
     expect((await api.get('/svc/v1/apps/mcps', bearer())).status).toBe(401);
     expect((await api.post(`/svc/v1/apps/mcps/${ids.stateless}/tools/refresh`, undefined, bearer())).status).toBe(401);
     expect((await api.post(`/svc/v1/apps/mcps/${ids.stateless}/tools/add/execute`, { params: {} }, bearer())).status).toBe(401);

@@ -17,7 +17,8 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
   let token: string;
   let powerToken: string;
   let openai: OpenAI;
-  let grantId: string;
+  let clientId: string;
+  let config: Awaited<ReturnType<typeof oidcConfig>>;
 
   beforeAll(async () => {
     upstream = await startUpstream({ apiKey: PROVIDER_KEY, chunkDelayMs: 150, chunks: 4 });
@@ -30,10 +31,10 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
     expect(added.body.provider.discovered_models).toContain('fake-model');
     expect(JSON.stringify(added.body)).not.toContain(PROVIDER_KEY);
 
-    const { clientId, secret } = await registerClient(admin);
-    const config = await oidcConfig(d, clientId, secret);
+    const registered = await registerClient(admin);
+    clientId = registered.clientId;
+    config = await oidcConfig(d, clientId, registered.secret);
     const user = await approvedScope(d, alice, clientId, 'scope_user_user');
-    grantId = user.id;
     token = (await authorize(config, alice, user.scope)).tokens!.access_token;
     const power = await approvedScope(d, alice, clientId, 'scope_user_power_user');
     powerToken = (await authorize(config, alice, power.scope)).tokens!.access_token;
@@ -206,8 +207,12 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
   });
 
   it('stops the token at once when its grant is revoked', async () => {
-    await alice.post(`/svc/v1/access-requests/${grantId}/revoke`);
-    const err = await openai.models.list().catch((e) => e);
+    // a grant of its own: the others' tests keep theirs, in whatever order they run
+    const own = await approvedScope(d, alice, clientId, 'scope_user_user');
+    const ownClient = new OpenAI({ baseURL: `${d.url}/v1`, apiKey: (await authorize(config, alice, own.scope)).tokens!.access_token, maxRetries: 0, timeout: 10_000 });
+    expect((await ownClient.models.list()).data.length).toBeGreaterThan(0);
+    await alice.post(`/svc/v1/access-requests/${own.id}/revoke`);
+    const err = await ownClient.models.list().catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
   });
 });

@@ -217,8 +217,12 @@ describe('item 5: one app cannot take from another', () => {
     });
 
     it("downloads are visible only to their own user, in the list and by id", async () => {
-      const mine = (await bob.get('/svc/v1/models/files/pulls')).body.data.map((p: { id: string }) => p.id);
-      expect(mine.length).toBeGreaterThan(0);
+      const dave = await userApi(d.url, admin, 'dave', 'power_user');
+      const started = await dave.post('/svc/v1/models/files/pull', { url: `${files.base}/file/visible.bin`, sha256: SHA });
+      expect(started.status).toBe(202);
+      await finished(dave, started.body.id);
+      const mine = (await dave.get('/svc/v1/models/files/pulls')).body.data.map((p: { id: string }) => p.id);
+      expect(mine).toContain(started.body.id);
       for (const viewer of [alice, new Api(d.url)]) {
         const headers = viewer === alice ? {} : aliceApp.auth;
         const list = await viewer.get('/svc/v1/models/files/pulls', headers);
@@ -230,6 +234,9 @@ describe('item 5: one app cannot take from another', () => {
     });
 
     it('each user has a disk quota: a download beyond it fails and keeps nothing; once used up, new ones are refused with 409', async () => {
+      // users of its own, so that the quota it uses up is nobody else's, in any order
+      const bob = await userApi(d.url, admin, 'quota-bob', 'power_user');
+      const alice = await userApi(d.url, admin, 'quota-alice', 'power_user');
       // bob's own session may fetch from loopback; that file takes his whole quota
       const first = await bob.post('/svc/v1/models/files/pull', { url: `${files.base}/file/bobs.bin`, sha256: SHA });
       expect((await finished(bob, first.body.id)).status).toBe('done');

@@ -32,7 +32,7 @@ let tmuxStarted = false;
 // A private tmux server on a socket in the temp dir: no user session is touched, kill-server is ours.
 const socket = () => path.join(root, 'tmux.sock');
 
-const svc = (args: string[]) => runSvc(args, { env });
+const svc = (args: string[], input?: string) => runSvc(args, { env, input });
 const api = () => new Api(daemon!.url);
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
@@ -196,9 +196,15 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
 
   it('not logged in: the usual hint, exit 4', async () => {
     expect((await svc(['logout'])).exitCode).toBe(0);
-    const term = await openTerminal('loggedout');
-    const screen = await term.waitFor(/EXIT=\d+/);
-    expect(screen).toContain('svc login');
-    expect(screen).toMatch(/EXIT=4\b/);
+    try {
+      const term = await openTerminal('loggedout');
+      const screen = await term.waitFor(/EXIT=\d+/);
+      expect(screen).toContain('svc login');
+      expect(screen).toMatch(/EXIT=4\b/);
+    } finally {
+      // logged in again, for the tests that run after this one (in any order)
+      const password = /shown only once\):\s*\n\s*\n\s+(\S+)/.exec(daemon!.stdout())![1];
+      expect((await svc(['login', '--username', 'admin', '--password-stdin'], `${password}\n`)).exitCode).toBe(0);
+    }
   });
 });
