@@ -98,7 +98,8 @@ describe('access-request flow over HTTP', () => {
 
   it('reviews with the reviewer\'s own instances, approves a downgrade with a subset, and the poll shows exactly that grant', async () => {
     // a URL of its own: other tests add instances of the same user at the shared ones
-    const MCP_A = 'http://127.0.0.1:9/review-only/mcp';
+    const MCP_A = 'http://127.0.0.1:9/review-only/a';
+    const MCP_B = 'http://127.0.0.1:9/review-only/b';
     const a1 = await addInstance(power, 'files one', MCP_A);
     const a2 = await addInstance(power, 'files two', MCP_A);
     const othersA = await addInstance(plain, 'not yours', MCP_A);

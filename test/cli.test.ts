@@ -46,11 +46,14 @@ async function inBatches<T, R>(items: T[], size: number, fn: (item: T) => Promis
 
 const poll = (id: string, clientId: string) => api().get(`/svc/v1/apps/access-requests/${id}?app_client_id=${encodeURIComponent(clientId)}`);
 
+let firstStartOutput = '';
+
 beforeAll(async () => {
   root = await tempDir('svc-cli-');
   dataDir = path.join(root, 'data');
   env = cleanEnv({ SVC_KEYCHAIN: 'file', SVC_HOME: dataDir, NO_COLOR: '1' });
   daemon = await startServe(dataDir, env);
+  firstStartOutput = daemon.stdout();
   const m = daemon.stdout().match(/shown only once\):\s*\n\s*\n\s+(\S+)\s*\n/);
   if (!m) throw new Error(`no admin password in:\n${daemon.stdout()}`);
   adminPassword = m[1];
@@ -63,7 +66,7 @@ afterAll(async () => {
 
 describe('first start', () => {
   it('prints the admin password once, the file-key notice and where it listens; leaves the CLI logged in as admin', async () => {
-    const out = daemon!.stdout();
+    const out = firstStartOutput; // a later test restarts the daemon
     expect(out).toContain('Created the user "admin"');
     expect(out).toContain('master.key');
     expect(out).toMatch(/svc listening on http:\/\/127\.0\.0\.1:\d+ \(data: /);
