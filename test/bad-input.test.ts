@@ -762,7 +762,8 @@ describe('bad input against every endpoint', () => {
     );
   });
 
-  it('still serves afterwards, with the store exactly as it was', async () => {
+  // The summary of every other test here, so it waits for them: it runs last however the rest are shuffled.
+  afterAll(async () => {
     const health = await fetch(`${d.url}/svc/v1/health`);
     expect(health.status).toBe(200);
     // The authenticated passes really were authenticated: the admin session is still good.

@@ -381,6 +381,9 @@ describe('svc requests', () => {
     expect((await poll(denyId, 'app-deny')).body).toEqual({ id: denyId, status: 'denied', requested_role: 'scope_user_user' });
     expect((await svc(['requests', 'approve', denyId, '--role', 'scope_user_user'])).exitCode).toBe(1);
 
+    // a grant of its own to revoke: the approve test's may not have run yet
+    const approveId = await createRequest({ app_client_id: 'app-approve' });
+    expect((await svc(['requests', 'approve', approveId, '--role', 'scope_user_user', '--no-mcp'])).exitCode).toBe(0);
     const rv = await svc(['requests', 'revoke', approveId, '--json']);
     expect(rv.exitCode, rv.stderr).toBe(0);
     expect(JSON.parse(rv.stdout)).toEqual({ id: approveId, status: 'revoked' });
