@@ -6,6 +6,7 @@ import { AppError, conflict, forbidden, invalidBody, notFound } from '../errors.
 import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
 import type { AccessRequestRecord, AppRole, AuthorizeOrigin, McpInstanceRecord, UserRecord } from '../store/schema.js';
+import { StoreUnavailableError } from '../store/durable-file.js';
 import type { Store, Tx } from '../store/store.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
 
@@ -255,7 +256,7 @@ export class AccessRequestsService {
         return record;
       });
     } catch (err) {
-      if (err instanceof AppError) throw err;
+      if (err instanceof AppError || err instanceof StoreUnavailableError) throw err;
       await this.fail(id, err);
       throw new AppError('processing_failed', 'The request could not be processed and is now failed; the app must ask again.', {
         expose: true,

@@ -2,10 +2,17 @@ import type { IncomingMessage } from 'node:http';
 import type { Middleware } from 'koa';
 import { AppError, internalError, invalidBody, payloadTooLarge } from '../errors.js';
 import type { Logger } from '../log.js';
+import { StoreUnavailableError } from '../store/durable-file.js';
 import type { AppState } from './context.js';
 
 /** Maps errors thrown by Koa itself or its body parser (which carry `status`) into AppErrors. */
+/** The store's own errors as HTTP answers: the store knows nothing of HTTP. Others pass unchanged. */
+export function fromStoreError(err: unknown): unknown {
+  return err instanceof StoreUnavailableError ? new AppError('store_unavailable', err.message, { expose: true, cause: err.cause }) : err;
+}
+
 function toAppError(err: unknown, bodyLimit: number): AppError {
+  err = fromStoreError(err);
   if (err instanceof AppError) return err;
   const e = err as { status?: number; statusCode?: number; expose?: boolean; message?: string; type?: string };
   const status = e?.status ?? e?.statusCode;

@@ -1,7 +1,6 @@
 import { constants } from 'node:fs';
 import { access, open, readFile, rename, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { AppError } from '../errors.js';
 
 export class CorruptStoreError extends Error {
   constructor(
@@ -132,8 +131,16 @@ async function exists(file: string): Promise<boolean> {
   );
 }
 
-export const storeWriteFailed = (cause: unknown) =>
-  new AppError('store_unavailable', 'The change could not be saved; nothing was changed.', {
-    expose: true,
-    cause,
-  });
+/**
+ * A change that could not be made durable, so was not made: the store's own error. The HTTP
+ * layer answers it as 503 store_unavailable; `cause` (a FileWriteError) names the file.
+ */
+export class StoreUnavailableError extends Error {
+  readonly code = 'store_unavailable';
+  constructor(cause: unknown) {
+    super('The change could not be saved; nothing was changed.', { cause });
+    this.name = 'StoreUnavailableError';
+  }
+}
+
+export const storeWriteFailed = (cause: unknown) => new StoreUnavailableError(cause);

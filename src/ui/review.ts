@@ -8,6 +8,7 @@ import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
 import { csrfToken, sessionUser } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
+import { fromStoreError } from '../http/errors-middleware.js';
 import type { AccessRequestRecord, AppRole, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { appRoles } from '../store/schema.js';
 import { html, SafeHtml } from './html.js';
@@ -424,7 +425,8 @@ export function mountReviewUi(
     let decided: AccessRequestRecord;
     try {
       decided = await decision(user, record, form);
-    } catch (err) {
+    } catch (caught) {
+      const err = fromStoreError(caught);
       if (!(err instanceof AppError) || !err.expose) throw err;
       const fresh = requests.get(id);
       if (err.code === 'expired' || err.code === 'already_processed' || !fresh || fresh.status !== 'draft') {

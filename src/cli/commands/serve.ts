@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError, resolveConfig } from '../../config.js';
 import { AppError } from '../../errors.js';
-import { CorruptStoreError, FileWriteError } from '../../store/durable-file.js';
+import { CorruptStoreError, FileWriteError, StoreUnavailableError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
 import { CliError } from '../errors.js';
@@ -13,7 +13,7 @@ function startupError(err: unknown, config: { host: string; port: number }): unk
     return new CliError(err.message);
   }
   // A store write that failed during first-start setup: its cause names the file.
-  if (err instanceof AppError && err.code === 'store_unavailable' && err.cause instanceof FileWriteError) return new CliError(err.cause.message);
+  if ((err instanceof StoreUnavailableError || (err instanceof AppError && err.code === 'store_unavailable')) && err.cause instanceof FileWriteError) return new CliError(err.cause.message);
   const e = err as NodeJS.ErrnoException;
   if (e.code === 'EADDRINUSE') return new CliError(`Port ${config.port} on ${config.host} is in use; pick another with --port (0 picks a free one).`);
   if (e.code === 'EACCES') return new CliError(`Permission denied: ${e.message}`);

@@ -2,7 +2,7 @@ import { type Command, Option } from 'commander';
 import { userRoles } from '../../store/vocabulary.js';
 import { ConfigError, resolveConfig } from '../../config.js';
 import { AppError } from '../../errors.js';
-import { CorruptStoreError, FileWriteError } from '../../store/durable-file.js';
+import { CorruptStoreError, FileWriteError, StoreUnavailableError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
 import { DaemonClient, usage } from '../client.js';
@@ -117,7 +117,7 @@ async function passwdOffline(o: Output, name: string, opts: { passwordStdin?: bo
     if (err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof OfflineError || err instanceof FileWriteError) {
       throw new CliError((err as Error).message);
     }
-    if (err instanceof AppError && err.cause instanceof FileWriteError) throw new CliError(err.cause.message);
+    if ((err instanceof AppError || err instanceof StoreUnavailableError) && err.cause instanceof FileWriteError) throw new CliError(err.cause.message);
     throw err;
   }
   o.err(`Password of ${name} set in ${dataDir}; that account's sessions have ended. Start svc and log in (\`svc login\`).\n`);
