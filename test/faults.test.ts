@@ -84,7 +84,8 @@ describe('what apps read is what is on disk', () => {
     expect(requests.poll(id, 'app').status).toBe('draft');
     expect(requests.approvedScopesFor('app')).toEqual([]);
     disk.fail();
-    await expect(approving).rejects.toMatchObject({ status: 503, code: 'store_unavailable' });
+    // the store's own error; the HTTP layer answers it 503 (the full-disk tests below)
+    await expect(approving).rejects.toMatchObject({ name: 'StoreUnavailableError', code: 'store_unavailable' });
     expect(requests.poll(id, 'app').status).toBe('draft');
     expect(disk.onDisk().access_requests[0].status).toBe('draft');
   });
