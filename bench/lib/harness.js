@@ -76,6 +76,9 @@ export const fmt = (n, digits = 3) => (Number.isFinite(n) ? n.toFixed(digits) : 
  */
 export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_user_user', env = {}, nodeArgs = [] }) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
+  // BENCH_PROFILE=<dir>: the daemon writes a CPU and a heap-sampling profile there when it stops
+  // (summarised by `node bench/lib/profile-summary.js <dir>`).
+  if (process.env.BENCH_PROFILE) nodeArgs = [...nodeArgs, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, '--heap-prof', `--heap-prof-dir=${process.env.BENCH_PROFILE}`];
   const daemon = await startProcess([...nodeArgs, 'bin/svc.js', 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], {
     env: { SVC_KEYCHAIN: 'file', SVC_RATE_LIMIT_CLIENT: '0', SVC_RATE_LIMIT_ADDRESS: '0', ...env },
     ready: /svc listening on (http:\/\/\S+)/,
