@@ -18,7 +18,7 @@ import { limitPerGrant } from './http/grant-limits.js';
 import { bodyReadError, errorMiddleware } from './http/errors-middleware.js';
 import { apiKeyRoutes } from './keys/routes.js';
 import { ApiKeysService, ApiKeyVerifier } from './keys/service.js';
-import { type AnyRouteDef, defineRoute, mountRoutes } from './http/route.js';
+import { type AnyRouteDef, defineRoute, mountRoutes, routePathMatcher } from './http/route.js';
 import { allowedHosts, allowedOrigins, hostCheck, sameOriginOnly, securityHeaders } from './http/security.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
 import { McpInstancesService } from './mcp/instances.js';
@@ -148,11 +148,13 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const either: Middleware<AppState> = (ctx, next) => (ctx.get('Authorization') ? bearer(ctx, next) : authenticateSession(ctx, next));
   // The data plane (the proxies apps call on every request) runs on its own lean stack: no
   // sessions, no body parser, no UI or OAuth middleware in its path. The rest is the control plane.
-  const isDataPlane = (path: string) => path.startsWith('/v1/') || (path.startsWith('/svc/v1/apps/mcps/') && path.endsWith('/mcp'));
+  // Each route declares its plane (RouteDef.plane); requests are sent to a plane by the same routes.
+  const dataRoutes = routes.filter((r) => r.plane === 'data');
+  const isDataPlane = routePathMatcher(dataRoutes);
   const guards = { bearer: requireAppRole, either: requireRoleEither };
-  mountRoutes(router, routes.filter((r) => !isDataPlane(r.path)), { session: authenticateSession, bearer, either }, guards);
+  mountRoutes(router, routes.filter((r) => r.plane !== 'data'), { session: authenticateSession, bearer, either }, guards);
   const dataRouter = new Router<AppState>();
-  mountRoutes(dataRouter, routes.filter((r) => isDataPlane(r.path)), { bearer }, guards);
+  mountRoutes(dataRouter, dataRoutes, { bearer }, guards);
   authorizationServer?.mountInteractions(router);
   router.get('/svc/v1/openapi.json', function serveOpenApi(ctx) {
     ctx.body = openApi();

@@ -32,6 +32,11 @@ export interface RouteDef<B extends z.ZodType | undefined = undefined, Q extends
   description?: string;
   tags: string[];
   auth: AuthMode;
+  /**
+   * `data`: a call apps make on every request (the proxies), served on the lean stack with no
+   * sessions, body parser, UI or OAuth middleware. Default: the control plane.
+   */
+  plane?: 'data';
   /** for bearer routes: the least grant role (default scope_user_user) */
   appRole?: AppRole;
   body?: B;
@@ -95,4 +100,21 @@ export function mountRoutes(
       handle,
     );
   }
+}
+
+/**
+ * Whether a request path belongs to one of `routes`, as the router would match it (a path
+ * parameter is one segment; a `*name` mount path takes the rest; a trailing slash is allowed).
+ * The daemon picks a request's plane with it, before either stack runs.
+ */
+export function routePathMatcher(routes: Pick<RouteDef, 'path' | 'mountPath'>[]): (path: string) => boolean {
+  const escape = (s: string) => s.replace(/[.+?^$()|[\]\\]/g, '\\$&');
+  const patterns = [...new Set(routes.map((r) => r.mountPath ?? r.path))].map((p) => {
+    const body = p
+      .split('/')
+      .map((seg) => (/^\{[^}]+\}$/.test(seg) || /^:/.test(seg) ? '[^/]+' : /^\*/.test(seg) ? '.+' : escape(seg)))
+      .join('/');
+    return new RegExp(`^${body}/?$`);
+  });
+  return (path) => patterns.some((re) => re.test(path));
 }

@@ -54,6 +54,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
   const proxyDoc = {
     tags: ['apps'],
     auth: 'bearer' as const,
+    plane: 'data' as const,
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },

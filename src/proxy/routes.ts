@@ -302,6 +302,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       ...(def.description ? { description: def.description } : {}),
       tags: ['openai'],
       auth: 'bearer',
+      plane: 'data',
       rawBody: true,
       body: def.body,
       responses: { 200: { description: def.answers, schema: passthrough } },
@@ -323,6 +324,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       summary: 'Models available to apps (aliases and provider models)',
       tags: ['openai'],
       auth: 'bearer',
+      plane: 'data',
       responses: { 200: { description: 'OpenAI model list', schema: modelList } },
       errors: [401, 403],
       handler: () => ({
@@ -339,6 +341,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       summary: 'One model available to apps, by id',
       tags: ['openai'],
       auth: 'bearer',
+      plane: 'data',
       params: modelParams,
       responses: { 200: { description: 'OpenAI model object', schema: modelObject } },
       errors: [401, 403, 404],
