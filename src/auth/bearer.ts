@@ -1,8 +1,8 @@
 import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, type JWK, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
-import type { AppState, Clock } from '../http/context.js';
-import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
+import type { AppState, BearerGrant, Clock } from '../http/context.js';
+import type { AppRole } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { audienceCovers, resourceTarget } from '../oauth/resources.js';
 import { appRoleAtMost, atLeast, lowerAppRole, maxGrantableRole } from './roles.js';
@@ -13,14 +13,8 @@ export const EXTERNAL_ALGORITHMS = ['ES256', 'ES384', 'RS256', 'PS256', 'EdDSA']
 const CLOCK_TOLERANCE_S = 5;
 const CACHE_LIMIT = 10_000;
 
-export interface BearerGrant {
-  record: AccessRequestRecord;
-  user: UserRecord;
-  role: AppRole;
-  clientId: string;
-  /** the resource the credential was issued for; null: every app endpoint */
-  audience: string | null;
-}
+/** What a verified Bearer credential stands on; defined with the request state it lives in. */
+export type { BearerGrant } from '../http/context.js';
 
 export interface VerifierOptions {
   issuer: string;

@@ -3,8 +3,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { Store } from '../store/store.js';
-import type { UserRecord } from '../store/schema.js';
-import type { BearerGrant } from '../auth/bearer.js';
+import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
 
 export type Clock = () => number;
 
@@ -19,6 +18,16 @@ export interface AppDeps {
   baseUrl: () => string;
   /** random per start, also in daemon.json: how the CLI knows this daemon is its data dir's */
   instanceId?: string;
+}
+
+/** What a verified Bearer credential (a token or an API key) stands on. */
+export interface BearerGrant {
+  record: AccessRequestRecord;
+  user: UserRecord;
+  role: AppRole;
+  clientId: string;
+  /** the resource the credential was issued for; null: every app endpoint */
+  audience: string | null;
 }
 
 export interface AppState {

@@ -2,6 +2,8 @@ import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { randomBytes } from 'node:crypto';
 import mount from 'koa-mount';
+// oidc-provider offers no switch for the AsyncLocalStorage it keeps its request in, so this
+// reaches into one of its private files; package.json pins its exact version for that reason.
 import providerStorage from 'oidc-provider/lib/helpers/als.js';
 import type { AccessRequestsService } from '../access-requests/service.js';
 import { ACCESS_REQUEST_SCOPE_PREFIX, type BearerVerifier } from '../auth/bearer.js';
