@@ -41,6 +41,7 @@ import { proxyRoutes } from './proxy/routes.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
 import { mountReviewUi } from './ui/review.js';
+import { signInPages } from './ui/sign-in.js';
 import { VERSION } from './version.js';
 
 const healthResponse = z.object({ status: z.literal('ok'), version: z.string() });
@@ -104,7 +105,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       deps.clock,
       metadataUrl,
     );
-    authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier });
+    authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier, pages: signInPages });
   }
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.store, deps.clock, metadataUrl));

@@ -8,13 +8,10 @@ import providerStorage from 'oidc-provider/lib/helpers/als.js';
 import type { AccessRequestsService } from '../access-requests/service.js';
 import { ACCESS_REQUEST_SCOPE_PREFIX, type BearerVerifier } from '../auth/bearer.js';
 import { sessionUser } from '../auth/sessions.js';
-import type { AppDeps, AppState } from '../http/context.js';
+import type { AppContext, AppDeps, AppState } from '../http/context.js';
 import { RateLimiter } from '../http/rate-limit.js';
 import type { McpInstancesService } from '../mcp/instances.js';
 import { type AppRole, appRoles, type OAuthClientKind } from '../store/schema.js';
-import { html } from '../ui/html.js';
-import { sendPage } from '../ui/login.js';
-import { REVIEW_PATH } from '../ui/review.js';
 import { createAdapterClass } from './adapter.js';
 import { type OAuthClientsService, TOKEN_EXCHANGE_GRANT } from './clients.js';
 import type { SigningKeys } from './keys.js';
@@ -39,6 +36,14 @@ const asList = (value: unknown): string[] => (Array.isArray(value) ? value.map(S
 type OidcCtx = any;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type OidcModel = any;
+
+/** The pages a sign-in shows, from the UI: passed in, so the authorization server does not import ui/. */
+export interface SignInPages {
+  /** where the person reviews the access request `id` */
+  reviewUrl(id: string): string;
+  /** a page saying the sign-in cannot go on: `lines` are plain text (the page escapes them) */
+  failure(ctx: AppContext, status: number, title: string, heading: string, lines: { text: string; kind?: 'error' | 'muted' }[]): void;
+}
 
 export interface AuthorizationServer {
   issuer: string;
@@ -96,13 +101,14 @@ export async function createAuthorizationServer(
     keys: SigningKeys;
     cookieKeys: string[];
     verifier: BearerVerifier;
+    pages: SignInPages;
   },
 ): Promise<BuiltAuthorizationServer> {
   const { Provider, interactionPolicy, errors } = await loadOidcProvider(deps.logger);
   const base = deps.baseUrl();
   const issuer = `${base}${OAUTH_PREFIX}`;
   const audience = base;
-  const { clients, requests, verifier, instances } = opts;
+  const { clients, requests, verifier, instances, pages } = opts;
   const { config } = deps;
 
   const resourceServerInfo = (canonical: string, scopes: string[]) => ({
@@ -247,8 +253,11 @@ export async function createAuthorizationServer(
       },
       clientBasedCORS: (_ctx: OidcCtx, origin: string, client: OidcModel) => client.redirectUris?.some((u: string) => safeOrigin(u) === origin) ?? false,
       async renderError(ctx: OidcCtx, out: { error: string; error_description?: string }) {
-        sendPage(ctx as never, ctx.status || 400, 'Sign-in error', () => html`<div class="card"><h1>This sign-in cannot go on</h1>
-<p class="error">${out.error}</p><p>${out.error_description ?? ''}</p><p class="muted">Return to the app and start again.</p></div>`);
+        pages.failure(ctx as never, ctx.status || 400, 'Sign-in error', 'This sign-in cannot go on', [
+          { text: out.error, kind: 'error' },
+          { text: out.error_description ?? '' },
+          { text: 'Return to the app and start again.', kind: 'muted' },
+        ]);
       },
     });
     return p;
@@ -379,7 +388,7 @@ export async function createAuthorizationServer(
     try {
       details = await provider.interactionDetails(ctx.req, ctx.res);
     } catch {
-      sendPage(ctx, 400, 'Sign-in expired', () => html`<div class="card"><h1>This sign-in has expired</h1><p>Return to the app and start again.</p></div>`);
+      pages.failure(ctx, 400, 'Sign-in expired', 'This sign-in has expired', [{ text: 'Return to the app and start again.' }]);
       return;
     }
     const finish = async (result: Record<string, unknown>, merge = false) => {
@@ -458,7 +467,7 @@ export async function createAuthorizationServer(
       remember(uid, record.id);
       deps.logger.info({ accessRequest: record.id, client: clientId }, 'access request made at the authorization endpoint');
       ctx.status = 303;
-      ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
+      ctx.redirect(pages.reviewUrl(record.id));
       ctx.status = 303;
       return;
     }
@@ -466,7 +475,7 @@ export async function createAuthorizationServer(
     if (!record) return deny('the access request is gone');
     if (record.status === 'draft') {
       ctx.status = 303;
-      ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(record.id)}`);
+      ctx.redirect(pages.reviewUrl(record.id));
       ctx.status = 303;
       return;
     }
