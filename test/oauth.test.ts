@@ -154,4 +154,18 @@ describe('embedded authorization server with openid-client as the app', () => {
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_redirect_url');
   });
+
+  it('says on a page of its own when a sign-in cannot go on or has expired, escaping what the client sent', async () => {
+    const hostile = '<script>alert(1)</script>';
+    const bad = await fetch(`${d.url}/oauth/auth?${new URLSearchParams({ client_id: hostile, response_type: 'code', redirect_uri: 'http://127.0.0.1:9/cb', scope: 'openid' })}`);
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get('content-type')).toMatch(/text\/html/);
+    expect(bad.headers.get('content-security-policy')).toContain("default-src 'none'");
+    const page = await bad.text();
+    expect(page).toContain('This sign-in cannot go on');
+    expect(page).not.toContain('<script>alert');
+    const gone = await fetch(`${d.url}/oauth/interaction/no-such-interaction`);
+    expect(gone.status).toBe(400);
+    expect(await gone.text()).toContain('This sign-in has expired');
+  });
 });
