@@ -52,7 +52,9 @@ async function startExpressMcp() {
   };
 }
 
-/** An upstream that misbehaves on purpose, per path: quotes the credential, stalls, or breaks off. */
+const endless = { sent: 0, closed: false };
+
+/** An upstream that misbehaves on purpose, per path: quotes the credential, stalls, breaks off, or never ends an event. */
 async function startBadMcp() {
   const server = http.createServer((req, res) => {
     const auth = String(req.headers.authorization ?? '');
@@ -67,6 +69,20 @@ async function startBadMcp() {
     } else if (req.url === '/stalls') {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
       res.write('{"jsonrpc":"2.0","id":1,');
+    } else if (req.url === '/endless') {
+      // one SSE event that never ends: 1 MiB at a time, until svc hangs up (or 16 MiB, the test's bound)
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write('data: ');
+      const chunk = Buffer.alloc(1024 * 1024, 'x');
+      const more = () => {
+        while (endless.sent < 16 * 1024 * 1024 && !res.destroyed) {
+          endless.sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      res.on('close', () => (endless.closed = true));
+      more();
     } else if (req.url === '/resets') {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
       res.write('{"jsonrpc":"2.0","id":1,', () => req.socket.destroy());
@@ -108,6 +124,7 @@ describe('MCP proxy hardening (issue 11)', () => {
     };
     await add('express', express.url, { allow_tools: ['echo'] });
     for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
+    await add('endless', bad.url('/endless'), { allow_tools: ['echo'] });
     await add('sdk', sdk.url);
     const grants = Object.entries(ids).map(([name, id]) => ({ name, id }));
     const byUrl = new Map<string, string[]>();
@@ -128,6 +145,15 @@ describe('MCP proxy hardening (issue 11)', () => {
   const post = (name: string, body: string | Buffer, contentType = 'application/json') =>
     fetch(proxy(name), { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': contentType, Accept: 'application/json, text/event-stream' }, body: typeof body === 'string' ? body : new Uint8Array(body) });
   const call = (tool: string) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: tool, arguments: {} } });
+
+  it('an SSE event that never ends, in a tools/list answer svc must filter, stops the stream at 8 MiB instead of growing svc', async () => {
+    const res = await post('endless', JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' }));
+    expect(res.status).toBe(200);
+    const body = await res.text(); // ends: svc gave up on the event
+    expect(body.length).toBeLessThan(1024);
+    await expect.poll(() => endless.closed, { timeout: 5000 }).toBe(true);
+    expect(endless.sent).toBeLessThan(16 * 1024 * 1024);
+  });
 
   describe('item 1: the allow-list cannot be bypassed with another encoding', () => {
     it('control: the allowed tool runs, the forbidden one is refused before it goes upstream', async () => {

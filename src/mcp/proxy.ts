@@ -1,9 +1,10 @@
-import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import { readRaw } from '../proxy/body.js';
 import type { AppContext } from '../http/context.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../proxy/scrub.js';
-import { abortOnClientGone, callUpstream, readBody } from '../proxy/upstream.js';
+import { abortOnClientGone, callUpstream, readBody } from '../upstream/client.js';
+import { pumpStream, type StreamTransform } from '../upstream/pump.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import { toolAllowed } from './tools.js';
 
@@ -81,25 +82,41 @@ const EVENT_END = /\r?\n\r?\n/;
  * Rewrites an SSE stream event by event, filtering tools/list results. Events are passed on as
  * soon as they are complete, so streaming is kept.
  */
-function filterSse(source: Readable, write: (text: string) => void, end: () => void, rewrite: (data: string) => string): void {
-  let buffered = '';
-  source.setEncoding('utf8');
-  source.on('data', (text: string) => {
-    buffered += text;
-    for (let m = EVENT_END.exec(buffered); m; m = EVENT_END.exec(buffered)) {
-      const event = buffered.slice(0, m.index);
-      buffered = buffered.slice(m.index + m[0].length);
+/** An SSE event (or a run of text without an event's end) may be at most this large. */
+const SSE_EVENT_LIMIT = 8 * 1024 * 1024;
+
+/**
+ * Passes an event stream on event by event, rewriting each event's data with `rewrite` (the
+ * allow-list's filter of tools/list results). An event that never ends past SSE_EVENT_LIMIT
+ * stops the stream rather than grow svc's memory.
+ */
+class SseEventFilter implements StreamTransform {
+  private readonly decoder = new StringDecoder('utf8');
+  private buffered = '';
+
+  constructor(private readonly rewrite: (data: string) => string) {}
+
+  push(chunk: Buffer): string | null {
+    this.buffered += this.decoder.write(chunk);
+    let out = '';
+    for (let m = EVENT_END.exec(this.buffered); m; m = EVENT_END.exec(this.buffered)) {
+      const event = this.buffered.slice(0, m.index);
+      this.buffered = this.buffered.slice(m.index + m[0].length);
       const lines = event.split(/\r?\n/);
       const fields = lines.filter((l) => !l.startsWith('data:'));
       const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
-      if (data.length === 0) write(`${event}\n\n`);
-      else write(`${fields.map((l) => `${l}\n`).join('')}data: ${rewrite(data.join('\n'))}\n\n`);
+      if (data.length === 0) out += `${event}\n\n`;
+      else out += `${fields.map((l) => `${l}\n`).join('')}data: ${this.rewrite(data.join('\n'))}\n\n`;
     }
-  });
-  source.on('end', () => {
-    if (buffered) write(buffered);
-    end();
-  });
+    if (this.buffered.length > SSE_EVENT_LIMIT) throw new RangeError('event too long');
+    return out || null;
+  }
+
+  end(): string | null {
+    const rest = this.buffered + this.decoder.end();
+    this.buffered = '';
+    return rest || null;
+  }
 }
 
 /**
@@ -213,43 +230,16 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   ctx.respond = false;
   res.writeHead(upstream.statusCode, out);
   res.flushHeaders();
-  await new Promise<void>((resolve) => {
-    let ended = false;
-    const finish = () => {
-      ended = true;
-      res.end();
-      resolve();
-    };
-    res.once('close', () => {
-      if (!ended) answer.destroy();
-      resolve();
-    });
-    answer.once('error', () => {
-      if (!res.writableEnded) res.end();
-      resolve();
-    });
-    if (listIds.size > 0) {
-      filterSse(
-        answer,
-        (text) => res.write(text),
-        finish,
-        (data) => {
+  const filter =
+    listIds.size > 0
+      ? new SseEventFilter((data) => {
           try {
-            const parsed = JSON.parse(data) as JsonRpc;
-            return JSON.stringify(filterToolList(parsed, instance, listIds));
+            return JSON.stringify(filterToolList(JSON.parse(data) as JsonRpc, instance, listIds));
           } catch {
             return data;
           }
-        },
-      );
-      return;
-    }
-    answer.on('data', (chunk: Buffer) => {
-      if (!res.write(chunk)) {
-        answer.pause();
-        res.once('drain', () => answer.resume());
-      }
-    });
-    answer.once('end', finish);
-  });
+        })
+      : null;
+  // An MCP stream has no error event of its own: a broken upstream ends it, as a closed connection would.
+  await pumpStream(res, answer, filter, () => null);
 }

@@ -1,7 +1,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { AppError } from '../errors.js';
-import { upstreamTimeout, upstreamUnavailable } from '../proxy/upstream.js';
+import { upstreamTimeout, upstreamUnavailable } from '../upstream/client.js';
 import { VERSION } from '../version.js';
 
 export const MCP_TIMEOUT_MS = 30_000;

@@ -3,7 +3,7 @@ import { conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
 import { atLeast } from '../auth/roles.js';
-import { callUpstream, readBody, upstreamUrl } from '../proxy/upstream.js';
+import { callUpstream, readBody, upstreamUrl } from '../upstream/client.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { UserRecord } from '../store/schema.js';
 import type { Store, StoreReader } from '../store/store.js';

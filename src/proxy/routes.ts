@@ -7,7 +7,8 @@ import type { ModelCatalog, ResolvedModel } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
 import { readJson } from './body.js';
 import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from './scrub.js';
-import { abortOnClientGone, callUpstream, type ClientGone, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from './upstream.js';
+import { abortOnClientGone, callUpstream, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from '../upstream/client.js';
+import { pumpStream } from '../upstream/pump.js';
 
 export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -146,7 +147,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
   }
 
   /** Passes an event stream on line by line; an upstream failure ends it with an error event. */
-  async function relayStream(ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, endpoint: Endpoint, resolved: ResolvedModel, abort: ClientGone): Promise<void> {
+  async function relayStream(ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, endpoint: Endpoint, resolved: ResolvedModel): Promise<void> {
     const res = ctx.res;
     const name = resolved.provider.name;
     const relay = new LineRelay(scrubKey(resolved), STREAM_LINE_LIMIT);
@@ -155,55 +156,15 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     res.writeHead(upstream.statusCode, headers);
     // The headers go at once, so the app sees the answer start as the upstream does.
     res.flushHeaders();
-    const answer = upstream.body;
-    await new Promise<void>((resolve) => {
-      let ended = false;
-      const send = (out: Buffer | string | null) => {
-        if (out !== null && out.length > 0 && !res.write(out)) {
-          answer.pause();
-          res.once('drain', () => answer.resume());
-        }
-      };
-      const fail = (message: string, code: string) => {
-        ended = true;
-        if (!res.writableEnded && !abort.aborted) {
-          deps.logger.warn({ requestId: ctx.state.requestId, provider: name, code }, 'upstream stream broke off');
-          res.write(relay.abandon() + streamErrorEvent(endpoint, message, code));
-          res.end();
-        }
-        resolve();
-      };
-      answer.on('data', (chunk: Buffer) => {
-        if (ended) return;
-        let out: Buffer | string | null;
-        try {
-          out = relay.push(chunk);
-        } catch {
-          answer.destroy();
-          fail(`Upstream provider ${name} sent an event line over ${STREAM_LINE_LIMIT} bytes.`, 'upstream_unavailable');
-          return;
-        }
-        send(out);
-      });
-      answer.once('end', () => {
-        if (ended) return;
-        ended = true;
-        send(relay.end());
-        res.end();
-        resolve();
-      });
-      answer.once('error', (err: Error & { code?: string }) => {
-        if (ended) return;
-        const timeout = err.code === 'UND_ERR_BODY_TIMEOUT';
-        fail(
-          timeout ? `Upstream provider ${name} stopped sending for ${resolved.provider.timeout_ms} ms.` : `Upstream provider ${name} broke off the stream.`,
-          timeout ? 'upstream_timeout' : 'upstream_unavailable',
-        );
-      });
-      res.once('close', () => {
-        if (!ended) answer.destroy();
-        resolve();
-      });
+    await pumpStream(res, upstream.body, relay, (why) => {
+      const [message, code] =
+        why === 'too_long'
+          ? [`Upstream provider ${name} sent an event line over ${STREAM_LINE_LIMIT} bytes.`, 'upstream_unavailable']
+          : why === 'timeout'
+            ? [`Upstream provider ${name} stopped sending for ${resolved.provider.timeout_ms} ms.`, 'upstream_timeout']
+            : [`Upstream provider ${name} broke off the stream.`, 'upstream_unavailable'];
+      deps.logger.warn({ requestId: ctx.state.requestId, provider: name, code }, 'upstream stream broke off');
+      return relay.abandon() + streamErrorEvent(endpoint, message, code);
     });
   }
 
@@ -245,7 +206,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       'X-Content-Type-Options': 'nosniff',
     };
     if (ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
-    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(ctx, upstream, headers, endpoint, resolved, abort);
+    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(ctx, upstream, headers, endpoint, resolved);
 
     // Read it all before writing anything: a failure here is still a proper 502/504.
     let buf: Buffer;
