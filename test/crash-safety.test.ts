@@ -323,22 +323,28 @@ describe('svc serve survives a SIGKILL in the middle of a snapshot', () => {
     let s = await serve(dataDir, env);
     const acked = new Map<string, string>();
     let killedMidSnapshot = 0;
-    const ROUNDS = 5;
-    for (let round = 0; round < ROUNDS; round++) {
+    // Large records (eight long URLs each) make every snapshot take many chunks: a wide window.
+    const padded = (clientId: string) => ({
+      ...createBody(clientId),
+      requested: { version: '1', mcp_servers: Array.from({ length: 8 }, (_, i) => ({ url: `http://127.0.0.1:9/mcp/${i}/${'p'.repeat(1500)}` })) },
+    });
+    // Rounds until kills have landed mid-snapshot twice (each round is a kill and a restart), at most 12.
+    let round = 0;
+    for (; round < 12 && killedMidSnapshot < 2; round++) {
       const current = s;
       let killed = false;
       // Killed the moment a snapshot's temporary file appears (and at the latest after 300 writes).
       const watcher = watch(dataDir, (_event, name) => {
-        if (name === 'db.json.tmp' && !killed && acked.size > round * 40) {
+        if (name === 'db.json.tmp' && !killed && acked.size > round * 20) {
           killed = true;
           current.child.kill('SIGKILL');
         }
       });
       const worker = async (w: number) => {
-        for (let i = 0; !killed && i < 300; i++) {
+        for (let i = 0; !killed && i < 100; i++) {
           const clientId = `snap-${round}-${w}-${i % 50}`;
           try {
-            const res = await fetch(`${current.url}/svc/v1/apps/request-access`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(createBody(clientId)) });
+            const res = await fetch(`${current.url}/svc/v1/apps/request-access`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(padded(clientId)) });
             if (res.status === 201) acked.set(((await res.json()) as { id: string }).id, clientId);
             else expect(res.status, await res.text()).toBeLessThan(500);
           } catch (err) {
@@ -357,7 +363,7 @@ describe('svc serve survives a SIGKILL in the middle of a snapshot', () => {
         expect(res.status, `round ${round}: acknowledged create ${id} is gone`).toBe(200);
       }
     }
-    console.info(`crash-safety: ${killedMidSnapshot} of ${ROUNDS} kills left a snapshot half written; ${acked.size} acknowledged creates all found`);
+    console.info(`crash-safety: ${killedMidSnapshot} of ${round} kills left a snapshot half written; ${acked.size} acknowledged creates all found`);
     expect(killedMidSnapshot, 'no kill landed in the middle of a snapshot').toBeGreaterThan(0);
     expect((await stopGracefully(s)).code).toBe(0);
   });

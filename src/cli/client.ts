@@ -1,4 +1,6 @@
 import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { ConfigError, type ConfigFlags, defaultDataDir, resolveConfig, urlFor } from '../config.js';
 import type { DaemonInfo } from '../daemon.js';
@@ -8,6 +10,58 @@ import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 
 export type ClientOptions = ConfigFlags;
+
+/** The headers of an answer: what the commands read of them. */
+export interface AnswerHeaders {
+  get(name: string): string | null;
+  getSetCookie(): string[];
+}
+
+/** An answer read whole. */
+interface Answer {
+  status: number;
+  ok: boolean;
+  headers: AnswerHeaders;
+  text: string;
+}
+
+/**
+ * One request over node:http. Not fetch: its first use loads Node's bundled HTTP client, tens of
+ * milliseconds of a command that takes little more (`svc requests list` is ~0.15 s in all).
+ */
+function call(url: URL, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
+  return new Promise<Answer>((resolve, reject) => {
+    const req = (url.protocol === 'https:' ? https : http).request(url, { method, headers: body === undefined ? headers : { ...headers, 'Content-Length': String(Buffer.byteLength(body)) }, timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        // an answer of the daemon is small; anything else on its port gets no more memory than this
+        if ((size += c.length) > 64 * 1024 * 1024) return void req.destroy(new Error('answer too large'));
+        chunks.push(c);
+      });
+      res.on('error', reject);
+      res.on('end', () => {
+        const status = res.statusCode ?? 0;
+        const raw = res.headers;
+        resolve({
+          status,
+          ok: status >= 200 && status < 300,
+          headers: {
+            get: (name) => {
+              const v = raw[name.toLowerCase()];
+              return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+            },
+            getSetCookie: () => raw['set-cookie'] ?? [],
+          },
+          text: Buffer.concat(chunks).toString('utf8'),
+        });
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 /** Talks to the running daemon over HTTP with the CLI's session, like `ollama` or `docker`. */
 export class DaemonClient {
@@ -39,13 +93,13 @@ export class DaemonClient {
     return new CliError(`No svc daemon runs for the data dir ${this.dataDir}${why}. Start one with \`svc serve\`${this.dataDir === defaultDataDir() ? '' : ' (with the same --data-dir or SVC_HOME)'}.`);
   }
 
-  async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: Headers }> {
+  async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: AnswerHeaders }> {
     // A daemon still starting (first-start setup) answers 503 `starting`: wait for it (asking
     // again every 250 ms, sooner than its Retry-After, as it is local), up to a minute, so that
     // `svc serve & ... svc users add` works once the port is open. The CLI's login is read again
     // each time: the first start writes it during setup.
     const giveUpAt = Date.now() + 60_000;
-    let res: Response;
+    let res: Answer;
     let parsed: unknown;
     let reread = false;
     for (;;) {
@@ -72,7 +126,7 @@ export class DaemonClient {
     return { status: res.status, body: parsed as T, headers: res.headers };
   }
 
-  private async send(method: string, pathname: string, body: unknown, opts: { auth?: boolean; headers?: Record<string, string> }): Promise<{ res: Response; parsed: unknown }> {
+  private async send(method: string, pathname: string, body: unknown, opts: { auth?: boolean; headers?: Record<string, string> }): Promise<{ res: Answer; parsed: unknown }> {
     const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (opts.auth !== false) {
@@ -81,18 +135,15 @@ export class DaemonClient {
     }
     // No daemon.json: no daemon of this data dir, whatever may listen on the default port.
     if (!this.info) throw this.notOurs('');
-    let res: Response;
+    let res: Answer;
     try {
-      res = await fetch(`${this.url}${pathname}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+      res = await call(new URL(`${this.url}${pathname}`), method, headers, body === undefined ? undefined : JSON.stringify(body), 30_000);
     } catch {
       throw this.notOurs(` (nothing answers at ${this.url})`);
     }
     const instance = res.headers.get(INSTANCE_HEADER);
-    if (this.info.instance && instance !== this.info.instance) {
-      await res.body?.cancel();
-      throw this.notOurs(` (the daemon at ${this.url} is another data dir's)`);
-    }
-    const text = await res.text();
+    if (this.info.instance && instance !== this.info.instance) throw this.notOurs(` (the daemon at ${this.url} is another data dir's)`);
+    const text = res.text;
     let parsed: unknown = undefined;
     if (text) {
       try {
