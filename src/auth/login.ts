@@ -57,8 +57,10 @@ export class LoginService {
     // Counted as a failure before the (slow) password check and cleared on success, so parallel
     // guesses cannot all slip in before the first of them is counted.
     this.fail(key, now);
+    // The decoy is ready before any user is looked up: the first login costs the same either way.
+    const decoy = await decoyHash();
     const user = this.users.findByName(username);
-    const ok = await verifyPassword(password, user?.password_hash ?? (await decoyHash));
+    const ok = await verifyPassword(password, user?.password_hash ?? decoy);
     if (!user || !ok) throw invalidCredentials();
     this.failures.delete(key);
     return user;

@@ -1,16 +1,65 @@
-import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { Worker } from 'node:worker_threads';
 
 const N = 16384;
 const r = 8;
 const p = 1;
 const KEYLEN = 32;
+const MAXMEM = 64 * 1024 * 1024;
+
+/*
+ * scrypt runs in one worker thread of its own, synchronously there. Run async in libuv's thread
+ * pool instead, each of its threads keeps its own 16 MiB scrypt buffer in its malloc arena after
+ * the hash (glibc raises its mmap threshold after the first free): a few logins left the daemon
+ * 64 MiB larger for good. One thread keeps one buffer, reused; the event loop never waits.
+ */
+const WORKER_SOURCE = `
+const { parentPort } = require('node:worker_threads');
+const { scryptSync } = require('node:crypto');
+parentPort.on('message', ({ id, password, salt, n, r, p, keylen, maxmem }) => {
+  try {
+    parentPort.postMessage({ id, key: scryptSync(password, salt, keylen, { N: n, r, p, maxmem }) });
+  } catch (err) {
+    parentPort.postMessage({ id, error: String((err && err.message) || err) });
+  }
+});`;
+
+let worker: Worker | null = null;
+let nextId = 0;
+const waiting = new Map<number, { resolve: (key: Buffer) => void; reject: (err: Error) => void }>();
+
+function scryptWorker(): Worker {
+  if (worker) return worker;
+  const w = new Worker(WORKER_SOURCE, { eval: true });
+  const failAll = (err: Error) => {
+    if (worker === w) worker = null;
+    for (const pending of waiting.values()) pending.reject(err);
+    waiting.clear();
+  };
+  w.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
+    const pending = waiting.get(m.id);
+    waiting.delete(m.id);
+    // idle: it must not keep a CLI command or a stopping daemon alive
+    if (waiting.size === 0) w.unref();
+    if (!pending) return;
+    if (m.error !== undefined || !m.key) pending.reject(new Error(m.error ?? 'scrypt failed'));
+    else pending.resolve(Buffer.from(m.key.buffer, m.key.byteOffset, m.key.byteLength));
+  });
+  w.on('error', failAll);
+  w.on('exit', () => failAll(new Error('the scrypt worker stopped')));
+  w.unref();
+  worker = w;
+  return w;
+}
 
 function derive(password: string, salt: Buffer, n: number, rr: number, pp: number): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize('NFC'), salt, KEYLEN, { N: n, r: rr, p: pp, maxmem: 64 * 1024 * 1024 }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
-  );
+  return new Promise((resolve, reject) => {
+    const w = scryptWorker();
+    const id = ++nextId;
+    waiting.set(id, { resolve, reject });
+    w.ref();
+    w.postMessage({ id, password: password.normalize('NFC'), salt, n, r: rr, p: pp, keylen: KEYLEN, maxmem: MAXMEM });
+  });
 }
 
 /** `scrypt$N$r$p$salt$hash`, so the cost can be raised later without breaking old hashes. */
@@ -28,8 +77,15 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
-/** A hash of a random password, spent on unknown usernames so timing does not reveal which exist. */
-export const decoyHash = hashPassword(randomBytes(16).toString('hex'));
+let decoy: Promise<string> | null = null;
+/**
+ * A hash of a random password, spent on unknown usernames so timing does not reveal which exist.
+ * Made at the first login of any kind, so no login's time depends on whether its user exists,
+ * and a daemon nobody logs in to never starts the scrypt worker.
+ */
+export function decoyHash(): Promise<string> {
+  return (decoy ??= hashPassword(randomBytes(16).toString('hex')));
+}
 
 export function generatePassword(): string {
   return randomBytes(18).toString('base64url');
