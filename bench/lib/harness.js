@@ -78,6 +78,8 @@ export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_use
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
   // BENCH_PROFILE=<dir>: the daemon writes a CPU and a heap-sampling profile there when it stops
   // (summarised by `node bench/lib/profile-summary.js <dir>`).
+  // BENCH_NODE_ARGS: extra Node flags for the daemon alone (e.g. to compare V8 heap settings in one run of the rest).
+  if (process.env.BENCH_NODE_ARGS) nodeArgs = [...nodeArgs, ...process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)];
   if (process.env.BENCH_PROFILE) nodeArgs = [...nodeArgs, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, '--heap-prof', `--heap-prof-dir=${process.env.BENCH_PROFILE}`];
   const daemon = await startProcess([...nodeArgs, 'bin/svc.js', 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], {
     env: { SVC_KEYCHAIN: 'file', SVC_RATE_LIMIT_CLIENT: '0', SVC_RATE_LIMIT_ADDRESS: '0', ...env },
