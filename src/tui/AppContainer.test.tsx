@@ -27,10 +27,11 @@ function mount(client: FakeClient | ReturnType<typeof daemonReviewClient>, over:
   const see = (text: string | RegExp, timeoutMs = 3000) =>
     // A string may wrap across lines (the status line wraps): compare with line breaks as spaces.
     until(() => (typeof text === 'string' ? expect(frame().replace(/ *\n */g, ' ')).toContain(text) : expect(frame()).toMatch(text)), timeoutMs, String(text));
+  // Keys are handled in the order written; a turn of the event loop lets Ink take each one.
   const press = async (...keys: string[]) => {
     for (const k of keys) {
       app.stdin.write(k);
-      await sleep(15);
+      await new Promise((r) => setImmediate(r));
     }
   };
   return { ...app, frame, see, press, clock };
@@ -80,10 +81,8 @@ describe('the list', () => {
     await until(() => expect(highlighted(ui.frame())).toMatch(/› second/));
     await ui.press(KEY.down);
     await until(() => expect(highlighted(ui.frame())).toMatch(/› third/));
-    await ui.press('j', KEY.down);
-    await sleep(50);
-    expect(highlighted(ui.frame())).toMatch(/› third/);
-    await ui.press('k');
+    // past the end the cursor stays on the last one: one key back then lands on the second
+    await ui.press('j', KEY.down, 'k');
     await until(() => expect(highlighted(ui.frame())).toMatch(/› second/));
     await ui.press(KEY.up, KEY.up);
     await until(() => expect(highlighted(ui.frame())).toMatch(/› first/));
@@ -384,6 +383,7 @@ describe('errors, colour and quitting', () => {
     await ui.press('q');
     await until(() => expect(rawMode).toHaveBeenLastCalledWith(false));
     const calls = client.listCalls;
+    // an absence: six poll periods (25 ms) with no poll, not a synchronisation
     await sleep(150);
     expect(client.listCalls).toBe(calls);
   });
