@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, runSvc } from './helpers/cli.js';
+import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 
 /**
@@ -16,7 +16,7 @@ describe('the CLI and the daemon of its own data dir', () => {
   });
   afterAll(() => d.stop());
 
-  const svc = (dataDir: string, args: string[], extra: Record<string, string> = {}) => runSvc(args, { env: cleanEnv({ SVC_HOME: dataDir, ...extra }) });
+  const svc = (dataDir: string, args: string[], extra: Record<string, string> = {}) => runSvcInProcess(args, { env: cleanEnv({ SVC_HOME: dataDir, ...extra }) });
 
   it('control: the daemon’s own data dir reaches it', async () => {
     const status = await svc(d.dataDir, ['status', '--json']);

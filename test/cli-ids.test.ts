@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, runSvc } from './helpers/cli.js';
+import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 
@@ -21,7 +21,7 @@ describe('short ids and the approve default in the CLI', () => {
   });
   afterAll(() => d.stop());
 
-  const svc = (args: string[]) => runSvc(args, { env: cleanEnv({ SVC_HOME: d.dataDir }) });
+  const svc = (args: string[]) => runSvcInProcess(args, { env: cleanEnv({ SVC_HOME: d.dataDir }) });
   const draft = async () =>
     (await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ requested: { version: '1', mcp_servers: [{ url: URL_A }] } }))).body.id as string;
   const granted = async (id: string) => (await admin.get(`/svc/v1/access-requests/${id}/review`)).body.approved?.mcp_servers ?? [];
@@ -71,7 +71,7 @@ describe('short ids and the approve default in the CLI', () => {
   });
 
   it('a failed svc login is not told to run svc login (issue 16 item 10)', async () => {
-    const wrong = await runSvc(['login', '--username', 'admin', '--password-stdin'], { env: cleanEnv({ SVC_HOME: d.dataDir }), input: 'not-the-password' });
+    const wrong = await runSvcInProcess(['login', '--username', 'admin', '--password-stdin'], { env: cleanEnv({ SVC_HOME: d.dataDir }), input: 'not-the-password' });
     expect(wrong.exitCode).toBe(4);
     expect(wrong.stderr).not.toContain('svc login');
     expect(wrong.stderr).toMatch(/check the username and password/);

@@ -7,7 +7,7 @@ import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { BIN, CONTROL_BYTES, cleanEnv, closedPort, runSvc, type ServeProcess, startServe } from './helpers/cli.js';
+import { BIN, CONTROL_BYTES, cleanEnv, closedPort, runSvc, runSvcInProcess, type ServeProcess, startServe } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 import { needs } from './helpers/requirements.js';
@@ -25,7 +25,8 @@ let env: Record<string, string>;
 let daemon: ServeProcess | undefined;
 let adminPassword: string;
 
-const svc = (args: string[], input?: string) => runSvc(args, { env, input });
+// Commands run in-process (the same functions, IO injected); the tests of the binary itself spawn it (runSvc).
+const svc = (args: string[], input?: string) => runSvcInProcess(args, { env, input });
 const api = () => new Api(daemon!.url);
 const lines = (s: string) => s.split('\n').filter((l) => l.length > 0);
 

@@ -9,7 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cleanEnv, runSvc } from './helpers/cli.js';
+import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
@@ -33,7 +33,7 @@ let aliceMcp: string;
 let bobMcpOff: string;
 let env: Record<string, string>;
 
-const svc = (args: string[], input?: string) => runSvc(args, { env, input });
+const svc = (args: string[], input?: string) => runSvcInProcess(args, { env, input });
 const openaiWith = (key: string) => new OpenAI({ baseURL: `${d.url}/v1`, apiKey: key, maxRetries: 0, timeout: 10_000 });
 const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
 const counts = () => ({ keys: d.store.count('api_keys'), requests: d.store.count('access_requests') });

@@ -71,6 +71,7 @@ export class DaemonClient {
     readonly url: string,
     readonly dataDir: string,
     readonly info: DaemonInfo | null,
+    private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
   static async connect(flags: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<DaemonClient> {
@@ -85,12 +86,12 @@ export class DaemonClient {
     const explicit = flags.host !== undefined || flags.port !== undefined || env.SVC_HOST || env.SVC_PORT;
     // Port 0 means "a free one": only the running daemon's daemon.json knows which it got.
     const url = info && (!explicit || config.port === 0) ? info.url : urlFor(config.host, config.port);
-    return new DaemonClient(url, config.dataDir, info);
+    return new DaemonClient(url, config.dataDir, info, env);
   }
 
   /** The CLI talks only to the daemon of its own data dir (CONTRACT §2), never to whatever answers on the port. */
   private notOurs(why: string): CliError {
-    return new CliError(`No svc daemon runs for the data dir ${this.dataDir}${why}. Start one with \`svc serve\`${this.dataDir === defaultDataDir() ? '' : ' (with the same --data-dir or SVC_HOME)'}.`);
+    return new CliError(`No svc daemon runs for the data dir ${this.dataDir}${why}. Start one with \`svc serve\`${this.dataDir === defaultDataDir(this.env) ? '' : ' (with the same --data-dir or SVC_HOME)'}.`);
   }
 
   async request<T>(method: string, pathname: string, body?: unknown, opts: { auth?: boolean; headers?: Record<string, string> } = {}): Promise<{ status: number; body: T; headers: AnswerHeaders }> {

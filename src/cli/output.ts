@@ -5,12 +5,20 @@ export interface Column<T> {
   value: (row: T) => string | number | boolean | null | undefined;
 }
 
+/**
+ * What a command reads and writes, passed in (as gh's IOStreams): the process's own by default,
+ * captured in tests, which then run commands in-process.
+ */
 export interface Output {
   out: (text: string) => void;
   err: (text: string) => void;
   isTTY: boolean;
   /** the terminal's width, when it is one */
   columns?: number;
+  /** the environment commands read (SVC_*, HOME, XDG_*); default process.env */
+  env?: NodeJS.ProcessEnv;
+  /** all of standard input (for --password-stdin and the like); default process.stdin */
+  stdin?: () => Promise<string>;
 }
 
 export const processOutput = (): Output => ({

@@ -8,8 +8,8 @@ export async function readStdin(): Promise<string> {
 }
 
 /** A secret from stdin (`--*-stdin`): the whole input, less one trailing newline. */
-export async function secretFromStdin(): Promise<string> {
-  return (await readStdin()).replace(/\r?\n$/, '');
+export async function secretFromStdin(read: () => Promise<string> = readStdin): Promise<string> {
+  return (await read()).replace(/\r?\n$/, '');
 }
 
 /** Asks on the terminal without echo; refuses when there is no terminal to ask on. */
@@ -31,6 +31,6 @@ export async function promptHidden(question: string, flagHint: string): Promise<
   });
 }
 
-export async function readSecret(useStdin: boolean | undefined, question: string, flagHint: string): Promise<string> {
-  return useStdin ? secretFromStdin() : promptHidden(question, flagHint);
+export async function readSecret(useStdin: boolean | undefined, question: string, flagHint: string, read?: () => Promise<string>): Promise<string> {
+  return useStdin ? secretFromStdin(read) : promptHidden(question, flagHint);
 }

@@ -66,6 +66,26 @@ export async function runSvc(args: string[], opts: { env: Record<string, string>
   return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), stderr: String(r.stderr) };
 }
 
+/**
+ * `svc <args>` run in this process: the same command functions (src/cli), given the environment,
+ * standard input and output by injection, as bin/svc.js gives them the process's own. Far cheaper
+ * than a process per command; the end-to-end spawns (runSvc) stay where the process itself is
+ * under test (signals, exit codes of the binary, the man page's program).
+ */
+export async function runSvcInProcess(args: string[], opts: { env: Record<string, string>; input?: string }): Promise<CliResult> {
+  const { main } = await import('../../src/cli/main.js');
+  let stdout = '';
+  let stderr = '';
+  const exitCode = await main(['node', 'svc', ...args], {
+    out: (t) => void (stdout += t),
+    err: (t) => void (stderr += t),
+    isTTY: false,
+    env: opts.env,
+    stdin: async () => opts.input ?? '',
+  });
+  return { exitCode, stdout, stderr };
+}
+
 export interface ServeProcess {
   url: string;
   pid: number;

@@ -30,7 +30,7 @@ export function registerClients(program: Command, o: Output): void {
   $ svc clients remove svc-3k...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
 
   clients
     .command('add <name>')

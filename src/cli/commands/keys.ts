@@ -42,7 +42,7 @@ export function registerKeys(program: Command, o: Output): void {
   $ svc keys revoke 4d2a9c
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
 
   keys
     .command('create <name>')

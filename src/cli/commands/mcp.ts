@@ -39,7 +39,7 @@ export function registerMcp(program: Command, o: Output): void {
   $ svc mcp remove 9b1e...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
   /** A connection and the full id of one of your instances, from the id or a unique prefix. */
   const target = async (cmd: Command, typed: string) => {
     const client = await connect(cmd);

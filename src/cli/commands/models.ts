@@ -44,7 +44,7 @@ export function registerModels(program: Command, o: Output): void {
   $ svc models pull https://example.test/models/tiny.gguf --sha256 9f86d0...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
 
   models
     .command('alias <id>')

@@ -26,7 +26,7 @@ export function registerProviders(program: Command, o: Output): void {
   $ svc providers remove ollama
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
 
   providers
     .command('add <name>')
@@ -37,7 +37,7 @@ export function registerProviders(program: Command, o: Output): void {
     .option('--timeout-ms <ms>', 'upstream inactivity timeout (default 120000)')
     .option('--json', 'machine-readable output')
     .action(async (name: string, opts: { baseUrl: string; apiKeyStdin?: boolean; models?: string; timeoutMs?: string; json?: boolean }, cmd: Command) => {
-      const apiKey = opts.apiKeyStdin ? await secretFromStdin() : undefined;
+      const apiKey = opts.apiKeyStdin ? await secretFromStdin(o.stdin) : undefined;
       if (opts.apiKeyStdin && !apiKey) throw usage('--api-key-stdin read an empty key.');
       const timeout = opts.timeoutMs === undefined ? undefined : Number(opts.timeoutMs);
       if (timeout !== undefined && !Number.isInteger(timeout)) throw usage('--timeout-ms takes a whole number.');

@@ -74,7 +74,7 @@ export function registerRequests(program: Command, o: Output): void {
   $ svc requests revoke 3f2c...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
   const enc = encodeURIComponent;
   /** The full id of a request from a unique prefix (6+ characters), among the requests you may see. */
   const requestId = async (client: DaemonClient, typed: string) => {

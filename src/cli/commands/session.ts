@@ -14,7 +14,7 @@ export function registerSession(program: Command, o: Output): void {
     .option('--json', 'machine-readable output')
     .addHelpText('before', 'Examples:\n  $ svc status\n  $ svc status --json\n')
     .action(async (opts: { json?: boolean }, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals());
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       let health: { version?: string } | null = null;
       let user: { username: string; role: string } | null = null;
       try {
@@ -53,9 +53,9 @@ export function registerSession(program: Command, o: Output): void {
     .option('--password-stdin', 'read the password from standard input')
     .addHelpText('before', 'Examples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
     .action(async (opts: { username: string; passwordStdin?: boolean }, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals());
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
-      const password = await readSecret(opts.passwordStdin, `Password for ${opts.username}: `, '--password-stdin');
+      const password = await readSecret(opts.passwordStdin, `Password for ${opts.username}: `, '--password-stdin', o.stdin);
       if (!password) throw usage('An empty password was given.');
       // The proof that this CLI runs beside the data dir: its logins are never slowed by someone else's guesses.
       const proof = await localLoginProof(client.dataDir, client.info.key_backend);
@@ -73,7 +73,7 @@ export function registerSession(program: Command, o: Output): void {
     .description('End the CLI session')
     .addHelpText('before', 'Examples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
     .action(async (_opts, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals());
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);
       await clearCliSession(client.dataDir);
       o.err('Logged out.\n');

@@ -32,7 +32,7 @@ export function registerUsers(program: Command, o: Output): void {
   $ svc users remove alice
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals());
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
   const enc = encodeURIComponent;
 
   users
@@ -42,7 +42,7 @@ export function registerUsers(program: Command, o: Output): void {
     .option('--password-stdin', 'read the password from standard input')
     .action(async (name: string, opts: { role: string; passwordStdin?: boolean }, cmd: Command) => {
       const client = await connect(cmd);
-      const password = await readSecret(opts.passwordStdin, `Password for ${name}: `, '--password-stdin');
+      const password = await readSecret(opts.passwordStdin, `Password for ${name}: `, '--password-stdin', o.stdin);
       const { body } = await client.request<{ user: PublicUser }>('POST', '/svc/v1/users', { username: name, role: opts.role, password });
       o.err(`Created ${body.user.username} (${body.user.role}).\n`);
     });
@@ -78,7 +78,7 @@ export function registerUsers(program: Command, o: Output): void {
     .action(async (name: string, opts: { passwordStdin?: boolean; offline?: boolean }, cmd: Command) => {
       if (opts.offline) return passwdOffline(o, name, opts, cmd);
       const client = await connect(cmd);
-      const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
+      const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin', o.stdin);
       await client.request('PUT', `/svc/v1/users/${enc(name)}/password`, { password });
       o.err(`Password of ${name} changed; that account's sessions have ended (if it is yours, run \`svc login\` again).\n`);
     });
@@ -96,12 +96,12 @@ export function registerUsers(program: Command, o: Output): void {
 async function passwdOffline(o: Output, name: string, opts: { passwordStdin?: boolean }, cmd: Command): Promise<void> {
   let dataDir: string;
   try {
-    dataDir = resolveConfig(cmd.optsWithGlobals()).dataDir;
+    dataDir = resolveConfig(cmd.optsWithGlobals(), o.env).dataDir;
   } catch (err) {
     if (err instanceof ConfigError) throw usage(err.message);
     throw err;
   }
-  const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin');
+  const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin', o.stdin);
   // zod is loaded here, not at every CLI start
   const { passwordSchema } = await import('../../auth/schemas.js');
   const checked = passwordSchema.safeParse(password);
