@@ -254,6 +254,19 @@ describe('MCP for apps: REST endpoints and the Streamable HTTP proxy, through th
     expect(noToken.status).toBe(401);
   });
 
+  it('answers a page of svc\'s own origin with CORS on the proxy, exposing the MCP session headers', async () => {
+    const res = await fetch(proxyUrl(ids.stateless), {
+      method: 'POST',
+      headers: { Origin: d.url, Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'cors', version: '1' } } }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('access-control-allow-origin')).toBe('*');
+    expect(res.headers.get('access-control-expose-headers')).toMatch(/Mcp-Session-Id/);
+    expect(res.headers.get('access-control-expose-headers')).toMatch(/Mcp-Protocol-Version/);
+    await res.text();
+  });
+
   it('stops every MCP route at once when the grant is revoked', async () => {
     // a grant of its own: the other tests keep theirs, in whatever order they run
     const own = await tokenFor([{ url: stateless.url, instance_ids: [ids.stateless] }]);

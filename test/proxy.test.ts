@@ -206,6 +206,22 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
     expect(listed.text.includes(PROVIDER_KEY)).toBe(false);
   });
 
+  it('answers a browser app (an Origin) with CORS on whole and streamed answers, never with credentials', async () => {
+    for (const stream of [false, true]) {
+      const res = await fetch(`${d.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { Origin: 'http://app.example', Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model: 'fake-model', messages: [{ role: 'user', content: 'hi' }], stream }),
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      expect(res.headers.get('access-control-expose-headers')).toMatch(/WWW-Authenticate/);
+      expect(res.headers.get('access-control-allow-credentials')).toBeNull();
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      await res.text();
+    }
+  });
+
   it('stops the token at once when its grant is revoked', async () => {
     // a grant of its own: the others' tests keep theirs, in whatever order they run
     const own = await approvedScope(d, alice, clientId, 'scope_user_user');

@@ -4,7 +4,7 @@ import { readRaw } from '../proxy/body.js';
 import type { AppContext } from '../http/context.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../proxy/scrub.js';
 import { abortOnClientGone, callUpstream, readBody } from '../upstream/client.js';
-import { pumpStream, type StreamTransform } from '../upstream/pump.js';
+import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import { toolAllowed } from './tools.js';
 
@@ -194,15 +194,10 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   // or breaks off is a 504/502 in the contract's shape, never silence or half a body.
   const whole = streaming ? undefined : await readBody(answer, MCP_ANSWER_LIMIT, `MCP server of instance ${instance.name.slice(0, 60)}`);
 
-  const res = ctx.res;
   const out: Record<string, string> = { 'X-Content-Type-Options': 'nosniff' };
   for (const name of FORWARDED_RESPONSE_HEADERS) {
     const value = upstream.headers[name];
     if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
-  }
-  if (ctx.response.get('Access-Control-Allow-Origin')) {
-    out['Access-Control-Allow-Origin'] = ctx.response.get('Access-Control-Allow-Origin');
-    out['Access-Control-Expose-Headers'] = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate';
   }
   if (whole) {
     let reply: string | Buffer = whole;
@@ -221,14 +216,11 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       reply = scrubbed;
     }
     out['content-length'] = String(Buffer.byteLength(reply));
-    ctx.respond = false;
-    res.writeHead(upstream.statusCode, out);
-    res.end(reply);
+    takeResponse(ctx, upstream.statusCode, out).end(reply);
     return;
   }
 
-  ctx.respond = false;
-  res.writeHead(upstream.statusCode, out);
+  const res = takeResponse(ctx, upstream.statusCode, out);
   res.flushHeaders();
   const filter =
     listIds.size > 0

@@ -8,7 +8,7 @@ import type { ProvidersService } from '../providers/service.js';
 import { readJson } from './body.js';
 import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from './scrub.js';
 import { abortOnClientGone, callUpstream, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from '../upstream/client.js';
-import { pumpStream } from '../upstream/pump.js';
+import { pumpStream, takeResponse } from '../upstream/pump.js';
 
 export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -148,12 +148,10 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
 
   /** Passes an event stream on line by line; an upstream failure ends it with an error event. */
   async function relayStream(ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, endpoint: Endpoint, resolved: ResolvedModel): Promise<void> {
-    const res = ctx.res;
     const name = resolved.provider.name;
     const relay = new LineRelay(scrubKey(resolved), STREAM_LINE_LIMIT);
-    ctx.respond = false;
     headers['X-Accel-Buffering'] = 'no';
-    res.writeHead(upstream.statusCode, headers);
+    const res = takeResponse(ctx, upstream.statusCode, headers);
     // The headers go at once, so the app sees the answer start as the upstream does.
     res.flushHeaders();
     await pumpStream(res, upstream.body, relay, (why) => {
@@ -205,7 +203,6 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       'Cache-Control': 'no-store',
       'X-Content-Type-Options': 'nosniff',
     };
-    if (ctx.response.get('Access-Control-Allow-Origin')) headers['Access-Control-Allow-Origin'] = '*';
     if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(ctx, upstream, headers, endpoint, resolved);
 
     // Read it all before writing anything: a failure here is still a proper 502/504.
@@ -232,17 +229,13 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     const key = scrubKey(resolved);
     if (key) text = scrubJsonText(text ?? buf.toString('utf8'), key);
 
-    const res = ctx.res;
-    ctx.respond = false;
     if (text === null) {
       headers['Content-Length'] = String(buf.length);
-      res.writeHead(upstream.statusCode, headers);
       // a string body leaves with the headers in one write (a Buffer would take a writev)
-      res.end(buf.toString('latin1'), 'latin1');
+      takeResponse(ctx, upstream.statusCode, headers).end(buf.toString('latin1'), 'latin1');
     } else {
       headers['Content-Length'] = String(Buffer.byteLength(text));
-      res.writeHead(upstream.statusCode, headers);
-      res.end(text, 'utf8');
+      takeResponse(ctx, upstream.statusCode, headers).end(text, 'utf8');
     }
   }
 

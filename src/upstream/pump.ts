@@ -1,4 +1,5 @@
-import type { ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Context } from 'koa';
 import type { Readable } from 'node:stream';
 
 /** What a pump may change on the way: whole units (lines, events) only, never a half of one. */
@@ -66,4 +67,15 @@ export function pumpStream(res: ServerResponse, source: Readable, transform: Str
       resolve();
     });
   });
+}
+
+/**
+ * Takes the response over from Koa and writes its head: from here the caller alone writes it.
+ * What Koa's middleware set before (security headers, CORS) is already on the ServerResponse
+ * (Koa's `ctx.set` is `setHeader`), so `writeHead` sends it with `headers`: nobody reaches back.
+ */
+export function takeResponse(ctx: Pick<Context, 'res' | 'respond'>, status: number, headers: OutgoingHttpHeaders): ServerResponse {
+  ctx.respond = false;
+  ctx.res.writeHead(status, headers);
+  return ctx.res;
 }
