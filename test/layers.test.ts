@@ -1,0 +1,86 @@
+/**
+ * Layers that point one way (issue 14), checked on the source and the build rather than hoped:
+ * no runtime import cycle; `src/store` imports nothing above it; `src/http` and `src/upstream`
+ * import no feature; the daemon does not import the CLI; nothing imports a package's private files
+ * but the one oidc-provider helper that is pinned and explained.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const FEATURES = ['access-requests', 'auth', 'keys', 'mcp', 'models', 'oauth', 'providers', 'proxy', 'ui', 'tui', 'cli'];
+
+function filesUnder(dir: string, ext: RegExp): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) out.push(...filesUnder(full, ext));
+    else if (ext.test(name) && !/\.test\.tsx?$/.test(name)) out.push(full);
+  }
+  return out;
+}
+
+/** Every module specifier a file imports (type-only ones too when `withTypes`). */
+function importsOf(file: string, withTypes = true): string[] {
+  const src = readFileSync(file, 'utf8');
+  const out: string[] = [];
+  for (const m of src.matchAll(/^\s*(import|export)(\s+type)?\s[^'"]*?from\s+['"]([^'"]+)['"]|^\s*import\s+['"]([^'"]+)['"]/gm)) {
+    if (!withTypes && m[2]) continue;
+    out.push(m[3] ?? m[4]);
+  }
+  return out;
+}
+
+const topFolder = (fromFile: string, spec: string) => path.relative(path.join(REPO, 'src'), path.resolve(path.dirname(fromFile), spec)).split(path.sep)[0];
+
+describe('layers', () => {
+  it('the build has no runtime import cycle', () => {
+    const dist = path.join(REPO, 'dist');
+    const graph = new Map<string, string[]>();
+    for (const f of filesUnder(dist, /\.js$/)) graph.set(f, importsOf(f).filter((s) => s.startsWith('.')).map((s) => path.resolve(path.dirname(f), s)));
+    const cycles: string[] = [];
+    const state = new Map<string, number>();
+    const stack: string[] = [];
+    const visit = (f: string) => {
+      state.set(f, 1);
+      stack.push(f);
+      for (const d of graph.get(f) ?? []) {
+        if (state.get(d) === 1) cycles.push(stack.slice(stack.indexOf(d)).map((x) => path.relative(dist, x)).join(' -> '));
+        else if (!state.get(d)) visit(d);
+      }
+      stack.pop();
+      state.set(f, 2);
+    };
+    for (const f of graph.keys()) if (!state.get(f)) visit(f);
+    expect(cycles).toEqual([]);
+  });
+
+  it('src/store imports nothing of svc above it', () => {
+    for (const f of filesUnder(path.join(REPO, 'src', 'store'), /\.ts$/)) {
+      const outside = importsOf(f).filter((s) => s.startsWith('.') && topFolder(f, s) !== 'store');
+      expect(outside, path.relative(REPO, f)).toEqual([]);
+    }
+  });
+
+  it('src/http and src/upstream import no feature, and the daemon no part of the CLI', () => {
+    for (const dir of ['http', 'upstream']) {
+      for (const f of filesUnder(path.join(REPO, 'src', dir), /\.ts$/)) {
+        const features = importsOf(f).filter((s) => s.startsWith('.') && FEATURES.includes(topFolder(f, s)));
+        expect(features, path.relative(REPO, f)).toEqual([]);
+      }
+    }
+    expect(importsOf(path.join(REPO, 'src', 'daemon.ts')).filter((s) => s.startsWith('./cli/'))).toEqual([]);
+  });
+
+  it('no package is reached into past its exports, but the pinned oidc-provider helper', () => {
+    const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    expect(pkg.dependencies['oidc-provider']).toMatch(/^\d+\.\d+\.\d+$/);
+    const deep: string[] = [];
+    for (const f of filesUnder(path.join(REPO, 'src'), /\.tsx?$/)) {
+      for (const s of importsOf(f)) if (/^oidc-provider\/lib\//.test(s) || /^[^.@][^/]*\/(lib|src|dist\/internal)\//.test(s)) deep.push(`${path.relative(REPO, f)}: ${s}`);
+    }
+    expect(deep).toEqual(['src/oauth/provider.ts: oidc-provider/lib/helpers/als.js']);
+  });
+});
