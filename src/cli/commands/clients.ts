@@ -2,18 +2,11 @@ import type { Command } from 'commander';
 import { resolveId } from '../ids.js';
 import { DaemonClient } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
+import type { z } from 'zod';
+import type { oauthClient } from '../../oauth/clients.js';
 
-interface Client {
-  client_id: string;
-  name: string;
-  description: string | null;
-  redirect_uris: string[];
-  public: boolean;
-  token_endpoint_auth_method: string;
-  kind: 'registered' | 'dynamic';
-  created_at: string;
-  last_used_at?: string;
-}
+/** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
+type Client = z.infer<typeof oauthClient>;
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 

@@ -2,20 +2,11 @@ import { type Command, Option } from 'commander';
 import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import { parseMcpSelections } from './requests.js';
+import type { z } from 'zod';
+import type { apiKeyView } from '../../keys/schemas.js';
 
-interface ApiKey {
-  id: string;
-  name: string;
-  role: string;
-  status: string;
-  access_request_id: string;
-  app_client_id: string;
-  mcp_servers: { url: string; instance_ids: string[] }[];
-  created_at: string;
-  expires_at: string | null;
-  revoked_at: string | null;
-  user: string | null;
-}
+/** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
+type ApiKey = z.infer<typeof apiKeyView>;
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 const UNIT_SECONDS: Record<string, number> = { m: 60, h: 3600, d: 86_400 };

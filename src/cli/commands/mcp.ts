@@ -2,16 +2,11 @@ import type { Command } from 'commander';
 import { resolveId, shortId } from '../ids.js';
 import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
+import type { z } from 'zod';
+import type { mcpInstance } from '../../mcp/schemas.js';
 
-interface Instance {
-  id: string;
-  name: string;
-  url: string;
-  proxy_url: string;
-  enabled: boolean;
-  allow_tools: string[] | null;
-  header_names: string[];
-}
+/** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
+type Instance = z.infer<typeof mcpInstance>;
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 

@@ -2,27 +2,20 @@ import type { Command } from 'commander';
 import { DaemonClient, usage } from '../client.js';
 import { CliError } from '../errors.js';
 import { type Output, printJson, printRows } from '../output.js';
+import type { z } from 'zod';
+import type { alias } from '../../models/catalog.js';
+import type { pullJob } from '../../models/downloads.js';
 
-interface Alias {
-  id: string;
-  provider: string;
-  model: string;
-  defaults: Record<string, unknown>;
-}
+/** as the API answers them (the routes' own schemas; type-only, so the CLI never loads zod) */
+type Alias = z.infer<typeof alias>;
 
-interface Pull {
-  id: string;
-  filename: string;
-  status: string;
-  bytes_done: number;
-  bytes_total: number | null;
-  error: string | null;
-  sha256: string | null;
-}
+type Pull = z.infer<typeof pullJob>;
 
 const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
 
 export function progressLine(p: Pull, width = 30): string {
+  // An app's view of a download carries no sizes (it learns only success or failure).
+  if (p.bytes_done === null) return `${p.filename} ${p.status}`;
   if (p.bytes_total) {
     const share = Math.min(1, p.bytes_done / p.bytes_total);
     const filled = Math.round(share * width);

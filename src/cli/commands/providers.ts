@@ -2,15 +2,11 @@ import type { Command } from 'commander';
 import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import { secretFromStdin } from '../prompt.js';
+import type { z } from 'zod';
+import type { provider } from '../../providers/schemas.js';
 
-interface Provider {
-  name: string;
-  base_url: string;
-  has_api_key: boolean;
-  models: string[];
-  discovered_models: string[];
-  discovery_error: string | null;
-}
+/** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
+type Provider = z.infer<typeof provider>;
 
 export function registerProviders(program: Command, o: Output): void {
   const providers = program

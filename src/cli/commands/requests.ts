@@ -4,38 +4,13 @@ import { type AppRole, accessRequestStatuses } from '../../store/vocabulary.js';
 import { DaemonClient, usage } from '../client.js';
 import { resolveId, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';
+import type { z } from 'zod';
+import type { accessRequestSummary, reviewResponse } from '../../access-requests/schemas.js';
 
-interface Summary {
-  id: string;
-  app_client_id: string;
-  app_name?: string;
-  app_registered?: boolean;
-  status: string;
-  requested_role: string;
-  approved_role: string | null;
-  requested: { mcp_servers: { url: string }[] };
-  created_at: string;
-  expires_at: string;
-  user: string | null;
-}
+/** as the API answers them (the routes' own schemas; type-only, so the CLI never loads zod) */
+type Summary = z.infer<typeof accessRequestSummary>;
 
-interface Review {
-  id: string;
-  app_client_id: string;
-  app_name?: string;
-  app_description?: string;
-  app_registered?: boolean;
-  flow_type: string;
-  redirect_url?: string;
-  status: string;
-  requested_role: string;
-  approved_role?: string;
-  max_grantable_role: string;
-  expires_at: string;
-  expires_in_seconds: number;
-  mcp_servers: { url: string; instances: { id: string; name: string; enabled: boolean; selected?: boolean }[] }[];
-  approved?: { mcp_servers: { url: string; instance_ids: string[] }[] };
-}
+type Review = z.infer<typeof reviewResponse>;
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 

@@ -9,13 +9,11 @@ import { DaemonClient, usage } from '../client.js';
 import { CliError } from '../errors.js';
 import { type Output, printJson, printRows } from '../output.js';
 import { readSecret } from '../prompt.js';
+import type { z } from 'zod';
+import type { publicUser } from '../../auth/schemas.js';
 
-interface PublicUser {
-  id: string;
-  username: string;
-  role: string;
-  created_at?: string;
-}
+/** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
+type PublicUser = z.infer<typeof publicUser> & { created_at?: string };
 
 export function registerUsers(program: Command, o: Output): void {
   const users = program
