@@ -60,6 +60,8 @@ function spawnSvc(args: string[], env: Record<string, string> = {}) {
 
 /** `svc serve --port 0` on `dataDir`; resolves once it prints where it listens. */
 async function serve(dataDir: string, env: Record<string, string> = {}): Promise<Serve> {
+  // never `--data-dir undefined`: a test run out of order once made a store in the repository
+  if (!dataDir) throw new Error('serve() needs a data dir');
   const s = spawnSvc(['serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--rate-limit-client', '0', '--rate-limit-address', '0', '--max-drafts-per-client', '100000', '--max-drafts', '1000000'], env);
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`svc serve did not start\nstdout: ${s.stdout()}\nstderr: ${s.stderr()}`)), 30_000);

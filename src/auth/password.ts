@@ -84,7 +84,11 @@ let decoy: Promise<string> | null = null;
  * and a daemon nobody logs in to never starts the scrypt worker.
  */
 export function decoyHash(): Promise<string> {
-  return (decoy ??= hashPassword(randomBytes(16).toString('hex')));
+  // a failed hash (the worker died) is tried again at the next login, not kept as a failure
+  return (decoy ??= hashPassword(randomBytes(16).toString('hex')).catch((err: unknown) => {
+    decoy = null;
+    throw err;
+  }));
 }
 
 export function generatePassword(): string {

@@ -93,21 +93,30 @@ const SSE_EVENT_LIMIT = 8 * 1024 * 1024;
 class SseEventFilter implements StreamTransform {
   private readonly decoder = new StringDecoder('utf8');
   private buffered = '';
+  /** where in `buffered` an event's end may start: what is before it was searched already */
+  private searchFrom = 0;
+  private readonly eventEnd = new RegExp(EVENT_END.source, 'g');
 
   constructor(private readonly rewrite: (data: string) => string) {}
 
   push(chunk: Buffer): string | null {
     this.buffered += this.decoder.write(chunk);
     let out = '';
-    for (let m = EVENT_END.exec(this.buffered); m; m = EVENT_END.exec(this.buffered)) {
-      const event = this.buffered.slice(0, m.index);
-      this.buffered = this.buffered.slice(m.index + m[0].length);
+    // An event's end is at most 4 characters; search only the new text (and 3 before it), so a
+    // long event costs its length once, not once per chunk.
+    this.eventEnd.lastIndex = Math.max(0, this.searchFrom - 3);
+    let start = 0;
+    for (let m = this.eventEnd.exec(this.buffered); m; m = this.eventEnd.exec(this.buffered)) {
+      const event = this.buffered.slice(start, m.index);
+      start = m.index + m[0].length;
       const lines = event.split(/\r?\n/);
       const fields = lines.filter((l) => !l.startsWith('data:'));
       const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
       if (data.length === 0) out += `${event}\n\n`;
       else out += `${fields.map((l) => `${l}\n`).join('')}data: ${this.rewrite(data.join('\n'))}\n\n`;
     }
+    if (start > 0) this.buffered = this.buffered.slice(start);
+    this.searchFrom = this.buffered.length;
     if (this.buffered.length > SSE_EVENT_LIMIT) throw new RangeError('event too long');
     return out || null;
   }

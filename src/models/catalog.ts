@@ -82,7 +82,7 @@ function providerModelIds(db: StoreReader): Set<string> {
  * resolving a model on the hot path is one Map lookup.
  */
 export class ModelCatalog {
-  private index: { source: string; value: Index } | null = null;
+  private index: { versions: [number, number, number]; value: Index } | null = null;
 
   constructor(
     private readonly store: Store,
@@ -127,9 +127,13 @@ export class ModelCatalog {
   }
 
   private current(): Index {
-    const source = `${this.store.version('providers')}:${this.store.version('model_aliases')}:${this.store.version('users')}`;
-    if (this.index?.source !== source) this.index = { source, value: this.build() };
-    return this.index.value;
+    // On every proxied call: three numbers compared, nothing built.
+    const p = this.store.version('providers');
+    const a = this.store.version('model_aliases');
+    const u = this.store.version('users');
+    let index = this.index;
+    if (!index || index.versions[0] !== p || index.versions[1] !== a || index.versions[2] !== u) index = this.index = { versions: [p, a, u], value: this.build() };
+    return index.value;
   }
 
   resolve(id: string): ResolvedModel | undefined {

@@ -79,8 +79,8 @@ export async function writeFileDurably(file: string, text: string | Buffer, mode
   }
 }
 
-/** fsync a directory so a rename inside it survives a power cut. */
-async function fsyncDir(dir: string): Promise<void> {
+/** fsync a directory so a rename or a new file inside it survives a power cut. */
+export async function fsyncDir(dir: string): Promise<void> {
   const handle = await open(dir, constants.O_RDONLY);
   try {
     await handle.sync();

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { constants } from 'node:fs';
 import { type FileHandle, link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { CorruptStoreError, FileWriteError } from './durable-file.js';
+import { CorruptStoreError, FileWriteError, fsyncDir } from './durable-file.js';
 import { readSnapshot, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
 import { COLLECTION_KEYS, type Op } from './tables.js';
 
@@ -296,16 +295,6 @@ async function writeAll(handle: FileHandle, buf: Buffer, position: number | null
     const { bytesWritten } = await handle.write(buf, done, buf.length - done, position === null ? null : position + done);
     if (bytesWritten === 0) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     done += bytesWritten;
-  }
-}
-
-/** fsync a directory so a rename or a new file inside it survives a power cut. */
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, constants.O_RDONLY);
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }
 
