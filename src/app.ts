@@ -66,22 +66,22 @@ export interface App {
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
 export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
   const koa = new Koa<AppState>({ proxy: false });
-  const users = new UsersService(deps.store, deps.clock);
+  const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.box.derive(LOCAL_LOGIN_LABEL));
-  const instances = new McpInstancesService(deps.store, deps.box, deps.clock);
-  const clients = new OAuthClientsService(deps.store, deps.box, deps.clock);
-  const appInfo: AppInfoLookup = (clientId) => {
-    const key = keys.appInfo(clientId);
+  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
+  const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
+  const appInfo: AppInfoLookup = async (clientId) => {
+    const key = await keys.appInfo(clientId);
     if (key) return key;
-    const c = clients.find(clientId);
+    const c = await clients.find(clientId);
     return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
   };
-  const requests = new AccessRequestsService(deps.store, deps.clock, deps.logger, appInfo, { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts });
-  const keys = new ApiKeysService(deps.store, requests, deps.clock);
-  const mcpTools = new McpToolsService(deps.store, instances, deps.clock, deps.config.mcpTimeoutMs);
-  const providers = new ProvidersService(deps.store, deps.box, deps.clock, deps.logger);
-  const catalog = new ModelCatalog(deps.store, deps.clock);
-  const downloads = new ModelDownloads(deps.config.dataDir, deps.store, deps.clock, deps.logger, { quotaBytes: deps.config.downloadQuotaBytes, allowNetworks: deps.config.downloadAllowNetworks });
+  const requests = new AccessRequestsService(deps.repos, deps.clock, deps.logger, appInfo, { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts });
+  const keys = new ApiKeysService(deps.repos, requests, deps.clock);
+  const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
+  const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
+  const catalog = new ModelCatalog(deps.repos, deps.clock);
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, { quotaBytes: deps.config.downloadQuotaBytes, allowNetworks: deps.config.downloadAllowNetworks });
 
   const { config } = deps;
   // An external issuer's tokens carry its one audience, so only the embedded issuer points hosts
@@ -92,29 +92,29 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   if (config.issuer) {
     verifier = new BearerVerifier(
       { issuer: config.issuer, audience: config.audience ?? deps.baseUrl(), allowJwtTyp: config.allowJwtTyp, algorithms: EXTERNAL_ALGORITHMS, keys: remoteKeysFromDiscovery(config.issuer, (message) => deps.logger.warn({ issuer: config.issuer }, `cannot get the issuer's signing keys: ${message}`)) },
-      deps.store,
+      deps.repos,
       deps.clock,
       metadataUrl,
     );
   } else {
-    const keys = await loadSigningKeys(deps.store, deps.box);
+    const keys = await loadSigningKeys(deps.repos, deps.box);
     verifier = new BearerVerifier(
       // only the access-token key: the RS256 ID-token key of the same issuer signs no access token
       { issuer: `${deps.baseUrl()}${OAUTH_PREFIX}`, audience: deps.baseUrl(), allowJwtTyp: false, algorithms: ['ES256'], keys: localKeys(keys.publicKeys), resourceBound: true },
-      deps.store,
+      deps.repos,
       deps.clock,
       metadataUrl,
     );
     authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: opts.sessionKeys, verifier, pages: signInPages });
   }
   const issuer = authorizationServer?.issuer ?? config.issuer!;
-  const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.store, deps.clock, metadataUrl));
+  const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
   const bearer: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => perGrant(ctx, next));
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());
-  const mcpOriginAllowed = mcpOriginRule(origins, (clientId) => clients.find(clientId)?.redirect_uris ?? null, Boolean(config.issuer));
+  const mcpOriginAllowed = mcpOriginRule(origins, async (clientId) => (await clients.find(clientId))?.redirect_uris ?? null, Boolean(config.issuer));
   const sameOrigin = sameOriginOnly(origins);
   const session = requireSession(deps);
   const authenticateSession: Middleware<AppState> = (ctx, next) => sameOrigin(ctx, () => session(ctx, next));
@@ -234,12 +234,12 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     const q = url.indexOf('?');
     return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
   };
-  downloads.resumeAll();
+  await downloads.resumeAll();
   // Retention, so the store holds the present and not all of history: at start, then hourly.
   const retention: [string, () => Promise<number>][] = [
     ['finished and revoked access requests', () => requests.sweep(config.requestRetentionDays, config.revokedRetentionDays)],
     ['unused self-registered OAuth clients', () => clients.sweepDynamic(config.dynamicClientRetentionDays)],
-    ['dead refresh tokens and grants', () => sweepOAuthState(deps.store, deps.clock(), 10 * 60 * 1000)],
+    ['dead refresh tokens and grants', () => sweepOAuthState(deps.repos, deps.clock(), 10 * 60 * 1000)],
   ];
   const sweep = async () => {
     for (const [what, run] of retention) {

@@ -13,6 +13,9 @@ import { SecretBox } from './store/crypto.js';
 import { FileWriteError, writeFileDurably } from './store/durable-file.js';
 import { lockDataDir } from './store/lock.js';
 import { checkStoreKey, type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
+import type { Repositories } from './store/repositories.js';
+import type { DbMeta } from './store/schema.js';
+import { storeRepositories } from './store/store-repositories.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
 import { DAEMON_FILE, INSTANCE_HEADER } from './daemon-info.js';
@@ -62,21 +65,21 @@ export interface Daemon {
 }
 
 /** First start: the meta record with the key check and the sealed cookie-signing keys. */
-async function initMeta(store: Store, box: SecretBox, backend: KeyBackend, clock: Clock): Promise<void> {
-  const meta = store.doc('meta');
+async function initMeta(repos: Repositories, box: SecretBox, backend: KeyBackend, clock: Clock): Promise<DbMeta> {
+  const meta = await repos.meta.get();
   if (meta) {
     checkStoreKey(box, meta.key_check);
-    return;
+    return meta;
   }
-  await store.update((tx) => {
-    tx.setDoc('meta', {
-      schema: 1,
-      created_at: new Date(clock()).toISOString(),
-      key_backend: backend,
-      key_check: box.seal('meta', 'key_check', 'svc'),
-      session_keys: box.seal('meta', 'session_keys', JSON.stringify([randomBytes(32).toString('base64url')])),
-    });
-  });
+  const created: DbMeta = {
+    schema: 1,
+    created_at: new Date(clock()).toISOString(),
+    key_backend: backend,
+    key_check: box.seal('meta', 'key_check', 'svc'),
+    session_keys: box.seal('meta', 'session_keys', JSON.stringify([randomBytes(32).toString('base64url')])),
+  };
+  await repos.meta.set(created);
+  return created;
 }
 
 /** The header that lets the daemon's own first login through while everyone else gets 503. */
@@ -146,18 +149,19 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       onCompactionError: (err) => logger.warn({ err: (err as Error)?.message }, 'store snapshot failed; the journal keeps every change'),
     });
     cleanups.push(() => store.close());
+    const repos = storeRepositories(store);
     checkpoint();
     const master = await resolveMasterKey({
       dataDir: config.dataDir,
-      existingBackend: store.doc('meta')?.key_backend ?? null,
+      existingBackend: (await repos.meta.get())?.key_backend ?? null,
       preference: config.keychain,
       keychain: opts.keychain ?? osKeychain,
     });
     if (master.notice) await notify(`svc: ${master.notice}`);
     checkpoint();
     const box = new SecretBox(master.key);
-    await initMeta(store, box, master.backend, clock);
-    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', store.doc('meta')!.session_keys)) as string[];
+    const meta = await initMeta(repos, box, master.backend, clock);
+    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', meta.session_keys)) as string[];
     checkpoint();
 
     // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
@@ -232,7 +236,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     await writeFileDurably(infoFile, JSON.stringify(info, null, 2));
     checkpoint();
 
-    const deps: AppDeps = { config, store, box, clock, logger, baseUrl: () => baseUrl, instanceId };
+    const deps: AppDeps = { config, repos, box, clock, logger, baseUrl: () => baseUrl, instanceId };
     const wired = await createApp(deps, { sessionKeys, port });
     app = wired;
     cleanups.push(() => wired.close());
@@ -243,9 +247,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // its disk filled, before the password reached the screen) gives that account a new password
     // and shows it: nobody knows the old one, so nothing is lost.
     let initialAdminPassword: string | undefined;
-    let admin = store.count('users') === 0 ? undefined : wired.users.unshownPasswordUser();
+    const noUsers = (await wired.users.count()) === 0;
+    let admin = noUsers ? undefined : await wired.users.unshownPasswordUser();
     const interrupted = admin !== undefined;
-    if (store.count('users') === 0 || admin) {
+    if (noUsers || admin) {
       initialAdminPassword = generatePassword();
       if (admin) await wired.users.resetUnshownPassword(admin.id, initialAdminPassword);
       else admin = await wired.users.createFirstAdmin(initialAdminPassword);

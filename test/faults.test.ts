@@ -11,6 +11,7 @@ import type { StoreBackend } from '../src/store/journal.js';
 import type { UserRecord } from '../src/store/schema.js';
 import type { Op } from '../src/store/tables.js';
 import { Store } from '../src/store/store.js';
+import { storeRepositories } from '../src/store/store-repositories.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { BIN, cleanEnv, REPO, startServe } from './helpers/cli.js';
 import { Api, createBody } from './helpers/http.js';
@@ -66,11 +67,11 @@ describe('what apps read is what is on disk', () => {
   const setup = async () => {
     const disk = heldDisk({ users: [reviewer] });
     const store = await Store.open(await tempDir(), disk.adapter);
-    const requests = new AccessRequestsService(store, Date.now, createLogger('silent'));
+    const requests = new AccessRequestsService(storeRepositories(store), Date.now, createLogger('silent'));
     const created = requests.create({ app_client_id: 'app', flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1', mcp_servers: [] } } as never);
     await disk.nextWrite();
     // not acknowledged, not on disk: the app cannot see it yet
-    expect(() => requests.poll(disk.writing()!.access_requests[0].id, 'app')).toThrow(/No such access request/);
+    await expect(requests.poll(disk.writing()!.access_requests[0].id, 'app')).rejects.toThrow(/No such access request/);
     disk.succeed();
     const { id } = await created;
     return { disk, store, requests, id };
@@ -81,12 +82,12 @@ describe('what apps read is what is on disk', () => {
     const approving = requests.approve(reviewer, id, { approved_role: 'scope_user_user' } as never);
     await disk.nextWrite();
     // the approval is in flight: a poll (and a Bearer check, which reads the same records) sees what is on disk
-    expect(requests.poll(id, 'app').status).toBe('draft');
-    expect(requests.approvedScopesFor('app')).toEqual([]);
+    expect((await requests.poll(id, 'app')).status).toBe('draft');
+    expect(await requests.approvedScopesFor('app')).toEqual([]);
     disk.fail();
     // the store's own error; the HTTP layer answers it 503 (the full-disk tests below)
     await expect(approving).rejects.toMatchObject({ name: 'StoreUnavailableError', code: 'store_unavailable' });
-    expect(requests.poll(id, 'app').status).toBe('draft');
+    expect((await requests.poll(id, 'app')).status).toBe('draft');
     expect(disk.onDisk().access_requests[0].status).toBe('draft');
   });
 
@@ -96,11 +97,11 @@ describe('what apps read is what is on disk', () => {
     const denying = requests.deny(reviewer, id);
     await expect(denying).rejects.toMatchObject({ code: 'already_processed' });
     await disk.nextWrite();
-    expect(requests.poll(id, 'app').status).toBe('draft');
+    expect((await requests.poll(id, 'app')).status).toBe('draft');
     disk.succeed();
     expect((await approving).status).toBe('approved');
     expect(disk.onDisk().access_requests[0].status).toBe('approved');
-    expect(requests.poll(id, 'app').status).toBe('approved');
+    expect((await requests.poll(id, 'app')).status).toBe('approved');
   });
 });
 

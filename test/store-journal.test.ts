@@ -12,6 +12,7 @@ import { CorruptStoreError } from '../src/store/durable-file.js';
 import { JournalFiles, readStoreFiles } from '../src/store/journal.js';
 import type { AccessRequestRecord, UserRecord } from '../src/store/schema.js';
 import { Store } from '../src/store/store.js';
+import { storeRepositories } from '../src/store/store-repositories.js';
 import { tempDir } from './helpers/daemon.js';
 
 const user = (id: string): UserRecord => ({ id, username: id, role: 'admin', password_hash: 'x', created_at: new Date().toISOString() });
@@ -170,7 +171,7 @@ describe('the in-memory store: the services run on it unchanged', () => {
 
   it('creates, approves, and of two concurrent decisions lets exactly one win', async () => {
     const store = Store.memory({ users: [reviewer] });
-    const requests = new AccessRequestsService(store, Date.now, createLogger('silent'));
+    const requests = new AccessRequestsService(storeRepositories(store), Date.now, createLogger('silent'));
     const a = await requests.create(draft);
     const [approved, denied] = await Promise.allSettled([requests.approve(reviewer, a.id, { approved_role: 'scope_user_user' } as never), requests.deny(reviewer, a.id)]);
     expect(approved.status).toBe('fulfilled');
@@ -180,7 +181,7 @@ describe('the in-memory store: the services run on it unchanged', () => {
 
   it('caps drafts per client from its index, counting those still being written', async () => {
     const store = Store.memory({ users: [reviewer] });
-    const requests = new AccessRequestsService(store, Date.now, createLogger('silent'), undefined, { draftsPerClient: 3, drafts: 5 });
+    const requests = new AccessRequestsService(storeRepositories(store), Date.now, createLogger('silent'), undefined, { draftsPerClient: 3, drafts: 5 });
     const results = await Promise.allSettled(Array.from({ length: 4 }, () => requests.create(draft)));
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
     expect(results.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'too_many_drafts' } });
@@ -191,7 +192,7 @@ describe('the in-memory store: the services run on it unchanged', () => {
 
   it('records are values: changing one in place throws, and a failed transaction changes nothing', async () => {
     const store = Store.memory({ users: [reviewer] });
-    const requests = new AccessRequestsService(store, Date.now, createLogger('silent'));
+    const requests = new AccessRequestsService(storeRepositories(store), Date.now, createLogger('silent'));
     const a = await requests.create(draft);
     const stored = store.get('access_requests', a.id)!;
     expect(() => {

@@ -67,8 +67,8 @@ function pollLimit(deps: AppDeps): Middleware<AppState> {
   };
 }
 
-export function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
-  const app = service.appInfoFor(record);
+export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
+  const app = await service.appInfoFor(record);
   return {
     id: record.id,
     app_client_id: record.app_client_id,
@@ -98,8 +98,8 @@ export function reviewView(service: AccessRequestsService, record: AccessRequest
   };
 }
 
-export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => McpInstanceRecord[]): AnyRouteDef[] {
-  const usernameOf = (userId: string | null) => (userId ? (deps.store.get('users', userId)?.username ?? null) : null);
+export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => Promise<McpInstanceRecord[]>): AnyRouteDef[] {
+  const usernameOf = async (userId: string | null) => (userId ? ((await deps.repos.users.get(userId))?.username ?? null) : null);
   return [
     defineRoute({
       method: 'post',
@@ -138,8 +138,8 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       query: pollQuery,
       responses: { 200: { description: 'Status; approved_role and access_request_scope only when approved', schema: pollResponse } },
       errors: [400, 404, 429],
-      handler(_ctx, { params, query }) {
-        const r = service.poll(params.id, query.app_client_id);
+      async handler(_ctx, { params, query }) {
+        const r = await service.poll(params.id, query.app_client_id);
         return {
           id: r.id,
           status: r.status,
@@ -158,10 +158,11 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       query: listQuery,
       responses: { 200: { description: 'Newest first', schema: listResponse } },
       errors: [400, 401],
-      handler(ctx, { query }) {
+      async handler(ctx, { query }) {
+        const rows = await service.list(ctx.state.user!, query.status);
         return {
-          data: service.list(ctx.state.user!, query.status).map((r) => {
-            const app = service.appInfoFor(r);
+          data: await Promise.all(rows.map(async (r) => {
+            const app = await service.appInfoFor(r);
             return {
               id: r.id,
               app_client_id: r.app_client_id,
@@ -177,9 +178,9 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
               created_at: r.created_at,
               expires_at: r.expires_at,
               decided_at: r.decided_at,
-              user: usernameOf(r.user_id),
+              user: await usernameOf(r.user_id),
             };
-          }),
+          })),
         };
       },
     }),
@@ -193,10 +194,10 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       params: accessRequestId,
       responses: { 200: { description: 'Review data', schema: reviewResponse } },
       errors: [401, 404],
-      handler(ctx, { params }) {
+      async handler(ctx, { params }) {
         const user = ctx.state.user!;
-        const record = service.getVisible(user, params.id);
-        return reviewView(service, record, user, deps.clock(), ownedInstances(user));
+        const record = await service.getVisible(user, params.id);
+        return reviewView(service, record, user, deps.clock(), await ownedInstances(user));
       },
     }),
     defineRoute({

@@ -7,13 +7,13 @@ import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
 import type { AccessRequestRecord, AppRole, AuthorizeOrigin, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { StoreUnavailableError } from '../store/durable-file.js';
-import type { Store, Tx } from '../store/store.js';
+import type { Repositories, RepositorySet } from '../store/repositories.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
 
 export const scopeFor = (id: string) => `${ACCESS_REQUEST_SCOPE_PREFIX}${id}`;
 
 /** What the app registry knows of a client (name, description); empty until one is registered. */
-export type AppInfoLookup = (clientId: string) => { name?: string; description?: string; redirect_uris?: string[] } | undefined;
+export type AppInfoLookup = (clientId: string) => Promise<{ name?: string; description?: string; redirect_uris?: string[] } | undefined>;
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
@@ -27,52 +27,17 @@ export function decisionRedirect(record: AccessRequestRecord): string | undefine
 }
 
 /**
- * The access-request lifecycle of SPEC §3 and CONTRACT §6. Every check and its state change run
- * inside one store mutation, so of two concurrent decisions exactly one sees `draft`.
+ * The access-request lifecycle of SPEC §3 and CONTRACT §6. Every check and its state change are
+ * one conditional write, so of two concurrent decisions exactly one sees `draft`.
  */
 export class AccessRequestsService {
-  /** the durable undecided drafts (client, expiry): what the caps count, kept by each change */
-  private readonly drafts = new Map<string, { client: string; expires: number }>();
-
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly clock: Clock,
     private readonly logger: Logger,
-    private readonly appInfo: AppInfoLookup = () => undefined,
+    private readonly appInfo: AppInfoLookup = async () => undefined,
     private readonly limits: { draftsPerClient: number; drafts: number } = { draftsPerClient: 20, drafts: 1000 },
-  ) {
-    const follow = (id: string, r: AccessRequestRecord | undefined) => {
-      if (r?.status === 'draft') this.drafts.set(id, { client: r.app_client_id, expires: Date.parse(r.expires_at) });
-      else this.drafts.delete(id);
-    };
-    for (const r of store.all('access_requests')) follow(r.id, r);
-    store.watch('access_requests', follow);
-  }
-
-  /**
-   * Anyone may create drafts, so undecided ones are capped per app_client_id and in all: a flood
-   * (a new client id each time) cannot grow the store or bury the person's review list. Counted
-   * from the index of durable drafts plus the changes still being written, not from every record.
-   */
-  private checkDraftCaps(tx: Tx, clientId: string): void {
-    const now = this.clock();
-    const live = new Map<string, string>();
-    for (const [id, d] of this.drafts) {
-      if (d.expires > now) live.set(id, d.client);
-      else this.drafts.delete(id); // expired: undecided no more, and never again
-    }
-    for (const [id, r] of tx.changed('access_requests')) {
-      if (r?.status === 'draft' && Date.parse(r.expires_at) > now) live.set(id, r.app_client_id);
-      else live.delete(id);
-    }
-    const all = live.size;
-    let mine = 0;
-    for (const client of live.values()) if (client === clientId) mine++;
-    const full = (what: string) =>
-      new AppError('too_many_drafts', `${what}; wait for a decision or for them to expire (10 minutes).`, { headers: { 'Retry-After': '60' } });
-    if (mine >= this.limits.draftsPerClient) throw full(`This app already has ${mine} undecided access requests`);
-    if (all >= this.limits.drafts) throw full(`svc already holds ${all} undecided access requests`);
-  }
+  ) {}
 
   private nowIso(): string {
     return new Date(this.clock()).toISOString();
@@ -89,21 +54,27 @@ export class AccessRequestsService {
     return record;
   }
 
-  /** A writable copy of a request inside a transaction, expiry applied. */
-  private edit(tx: Tx, id: string): AccessRequestRecord | undefined {
-    if (!isUuid(id)) return undefined;
-    const record = tx.edit('access_requests', id);
-    if (record && record.status === 'draft' && Date.parse(record.expires_at) <= this.clock()) {
-      record.status = 'expired';
-      record.updated_at = record.expires_at;
-    }
-    return record;
+  /**
+   * The conditional write on one request: `change` sees it with expiry applied and may throw to
+   * refuse. Expiry only ever shows in what `change` reads: a draft past its lifetime is refused as
+   * expired, and what is stored is whatever `change` made of it.
+   */
+  private change(repos: RepositorySet, id: string, change: (record: AccessRequestRecord) => void): Promise<AccessRequestRecord | undefined> {
+    if (!isUuid(id)) return Promise.resolve(undefined);
+    const now = this.clock();
+    return repos.accessRequests.update(id, (record) => {
+      if (record.status === 'draft' && Date.parse(record.expires_at) <= now) {
+        record.status = 'expired';
+        record.updated_at = record.expires_at;
+      }
+      change(record);
+    });
   }
 
   /** Reads one durable record, expiry applied. */
-  get(id: string): AccessRequestRecord | undefined {
+  async get(id: string): Promise<AccessRequestRecord | undefined> {
     if (!isUuid(id)) return undefined;
-    const record = this.store.get('access_requests', id);
+    const record = await this.repos.accessRequests.get(id);
     return record && this.withExpiry(record);
   }
 
@@ -111,17 +82,14 @@ export class AccessRequestsService {
    * The access-request scopes an authorization server may issue to `clientId` (for `userId` when
    * known): only approved requests that this client made and this user approved.
    */
-  approvedScopesFor(clientId: string, userId?: string): string[] {
-    return this.store
-      .all('access_requests')
-      .filter((r) => r.status === 'approved' && r.app_client_id === clientId && (userId === undefined || r.user_id === userId))
-      .map((r) => scopeFor(r.id));
+  async approvedScopesFor(clientId: string, userId?: string): Promise<string[]> {
+    return (await this.repos.accessRequests.approvedFor(clientId, userId)).map((r) => scopeFor(r.id));
   }
 
   async create(input: z.output<typeof createAccessRequestBody>): Promise<AccessRequestRecord> {
     // API keys' own requests (src/keys) are named so; no app may pass for one.
     if (input.app_client_id.startsWith('svc-key:')) throw invalidBody('app_client_id svc-key:... is reserved for API keys.', 'app_client_id');
-    const registered = this.appInfo(input.app_client_id)?.redirect_uris;
+    const registered = (await this.appInfo(input.app_client_id))?.redirect_uris;
     if (registered && input.redirect_url && !registered.includes(input.redirect_url)) {
       throw new AppError('invalid_redirect_url', 'redirect_url is not a registered redirect URI of this client.', {
         param: 'redirect_url',
@@ -154,34 +122,50 @@ export class AccessRequestsService {
     );
   }
 
-  /** A new draft, within the caps on undecided drafts (per client and in all: CONTRACT §6). */
+  /**
+   * A new draft, within the caps on undecided drafts (per client and in all: CONTRACT §6).
+   * Anyone may create drafts, so they are capped: a flood (a new client id each time) cannot grow
+   * the store or bury the person's review list.
+   */
   private async insert(input: z.output<typeof createAccessRequestBody>, authorize?: AuthorizeOrigin): Promise<AccessRequestRecord> {
     const record = this.newDraft(input, authorize);
-    await this.store.update((tx) => {
-      this.checkDraftCaps(tx, record.app_client_id);
-      tx.put('access_requests', record);
-    });
+    const result = await this.repos.accessRequests.insertDraft(record, { perClient: this.limits.draftsPerClient, total: this.limits.drafts }, this.clock());
+    if (!result.stored) {
+      const what = result.full === 'client' ? `This app already has ${result.count} undecided access requests` : `svc already holds ${result.count} undecided access requests`;
+      throw new AppError('too_many_drafts', `${what}; wait for a decision or for them to expire (10 minutes).`, { headers: { 'Retry-After': '60' } });
+    }
     return record;
   }
 
   /**
-   * A request made on `reviewer`'s behalf and approved by them at once, in one store update and
-   * under exactly the rules of approve (API keys, CONTRACT §7b). `within` runs in that same update;
-   * if anything throws, nothing is stored.
+   * A request made on `reviewer`'s behalf and approved by them at once, in one transaction and
+   * under exactly the rules of approve (API keys, CONTRACT §7b). `within` runs in that same
+   * transaction; if anything throws, nothing is stored.
    */
   async createApproved<R>(
     reviewer: UserRecord,
     input: z.output<typeof createAccessRequestBody>,
     body: z.output<typeof approveBody>,
-    within: (tx: Tx, record: AccessRequestRecord) => R,
+    within: (repos: RepositorySet, record: AccessRequestRecord) => Promise<R>,
   ): Promise<R> {
     const draft = this.newDraft(input);
-    return this.store.update((tx) => {
-      tx.put('access_requests', draft);
-      const record = tx.edit('access_requests', draft.id)!;
-      this.applyApproval(tx, record, reviewer, body);
-      return within(tx, record);
+    return this.repos.transaction(async (repos) => {
+      const instances = await this.instancesFor(repos, body);
+      this.applyApproval(draft, reviewer, body, instances);
+      await repos.accessRequests.put(draft);
+      return within(repos, draft);
     });
+  }
+
+  /** The MCP instances an approval names, read in the transaction that decides. */
+  private async instancesFor(repos: RepositorySet, body: z.output<typeof approveBody>): Promise<Map<string, McpInstanceRecord>> {
+    const ids = new Set((body.approved?.mcp_servers ?? []).flatMap((s) => s.instance_ids));
+    const found = new Map<string, McpInstanceRecord>();
+    for (const id of ids) {
+      const instance = await repos.mcpInstances.get(id);
+      if (instance) found.set(id, instance);
+    }
+    return found;
   }
 
   private newDraft(input: z.output<typeof createAccessRequestBody>, authorize?: AuthorizeOrigin): AccessRequestRecord {
@@ -209,8 +193,8 @@ export class AccessRequestsService {
   }
 
   /** The app's poll: 404 for an unknown id and for another client's request alike. */
-  poll(id: string, appClientId: string): AccessRequestRecord {
-    const record = this.get(id);
+  async poll(id: string, appClientId: string): Promise<AccessRequestRecord> {
+    const record = await this.get(id);
     if (!record || record.app_client_id !== appClientId) throw notFound('No such access request for this app_client_id.');
     return record;
   }
@@ -223,17 +207,16 @@ export class AccessRequestsService {
     return record.user_id === null || record.user_id === user.id || user.role === 'admin';
   }
 
-  list(user: UserRecord, status?: AccessRequestRecord['status']): AccessRequestRecord[] {
+  async list(user: UserRecord, status?: AccessRequestRecord['status']): Promise<AccessRequestRecord[]> {
     const now = this.clock();
-    const rows = this.store
-      .all('access_requests')
+    const rows = (await this.repos.accessRequests.list())
       .map((r) => this.withExpiry(r, now))
       .filter((r) => (!status || r.status === status) && this.visibleTo(r, user));
     return rows.sort((a, b) => b.created_at.localeCompare(a.created_at));
   }
 
-  getVisible(user: UserRecord, id: string): AccessRequestRecord {
-    const record = this.get(id);
+  async getVisible(user: UserRecord, id: string): Promise<AccessRequestRecord> {
+    const record = await this.get(id);
     if (!record || !this.visibleTo(record, user)) throw notFound('No such access request.');
     return record;
   }
@@ -248,13 +231,15 @@ export class AccessRequestsService {
 
   async approve(reviewer: UserRecord, id: string, body: z.output<typeof approveBody>): Promise<AccessRequestRecord> {
     try {
-      return await this.store.update((tx) => {
-        const record = this.edit(tx, id);
-        if (!record) throw notFound('No such access request.');
-        this.requireDraft(record);
-        this.applyApproval(tx, record, reviewer, body);
-        return record;
+      const record = await this.repos.transaction(async (repos) => {
+        const instances = await this.instancesFor(repos, body);
+        return this.change(repos, id, (r) => {
+          this.requireDraft(r);
+          this.applyApproval(r, reviewer, body, instances);
+        });
       });
+      if (!record) throw notFound('No such access request.');
+      return record;
     } catch (err) {
       if (err instanceof AppError || err instanceof StoreUnavailableError) throw err;
       await this.fail(id, err);
@@ -266,7 +251,7 @@ export class AccessRequestsService {
   }
 
   /** SPEC 5.3 checked against a draft, which then becomes approved with `reviewer` as its user. */
-  private applyApproval(tx: Tx, record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>): void {
+  private applyApproval(record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>, instances: Map<string, McpInstanceRecord>): void {
     // SPEC 5.3 rules 1, 2 and 5.
     if (!appRoleAtMost(body.approved_role, record.requested_role)) {
       throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
@@ -282,7 +267,7 @@ export class AccessRequestsService {
       }
       for (const instanceId of selection.instance_ids) {
         // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
-        const instance = tx.get<'mcp_instances', McpInstanceRecord>('mcp_instances', instanceId);
+        const instance = instances.get(instanceId);
         if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
           throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
         }
@@ -307,33 +292,32 @@ export class AccessRequestsService {
   }
 
   async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {
-    return this.store.update((tx) => {
-      const record = this.edit(tx, id);
-      if (!record) throw notFound('No such access request.');
-      this.requireDraft(record);
+    const record = await this.change(this.repos, id, (r) => {
+      this.requireDraft(r);
       const now = this.nowIso();
-      record.status = 'denied';
-      record.user_id = reviewer.id;
-      record.decided_at = now;
-      record.updated_at = now;
-      return record;
+      r.status = 'denied';
+      r.user_id = reviewer.id;
+      r.decided_at = now;
+      r.updated_at = now;
     });
+    if (!record) throw notFound('No such access request.');
+    return record;
   }
 
   /** approved -> revoked, by the approver or an admin; every token of that grant stops at once. */
   async revoke(actor: UserRecord, id: string): Promise<AccessRequestRecord> {
-    this.getVisible(actor, id);
-    return this.store.update((tx) => {
-      const record = this.edit(tx, id);
-      if (!record || !this.visibleTo(record, actor)) throw notFound('No such access request.');
-      if (record.status !== 'approved') throw conflict('not_approved', `Only an approved request can be revoked; this one is ${record.status}.`);
-      if (record.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the approver or an admin can revoke this grant.');
-      this.markRevoked(record, actor);
-      return record;
+    await this.getVisible(actor, id);
+    const record = await this.change(this.repos, id, (r) => {
+      if (!this.visibleTo(r, actor)) throw notFound('No such access request.');
+      if (r.status !== 'approved') throw conflict('not_approved', `Only an approved request can be revoked; this one is ${r.status}.`);
+      if (r.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the approver or an admin can revoke this grant.');
+      this.markRevoked(r, actor);
     });
+    if (!record) throw notFound('No such access request.');
+    return record;
   }
 
-  /** approved -> revoked, on a record being edited in a transaction whose caller has checked who may (revoke, API keys). */
+  /** approved -> revoked, on a copy being changed in a transaction whose caller has checked who may (revoke, API keys). */
   markRevoked(record: AccessRequestRecord, actor: UserRecord): void {
     const now = this.nowIso();
     record.status = 'revoked';
@@ -361,11 +345,11 @@ export class AccessRequestsService {
       const ended = endedAt(r);
       return days > 0 && ended !== undefined && ended <= now - days * DAY;
     };
-    if (!this.store.all('access_requests').some(due)) return 0;
-    return this.store.update((tx) => {
-      const gone = new Set(tx.all('access_requests').filter(due).map((r) => r.id));
-      for (const id of gone) tx.delete('access_requests', id);
-      for (const k of tx.all('api_keys')) if (gone.has(k.access_request_id)) tx.delete('api_keys', k.id);
+    if (!(await this.repos.accessRequests.list()).some(due)) return 0;
+    return this.repos.transaction(async (repos) => {
+      const gone = new Set((await repos.accessRequests.list()).filter(due).map((r) => r.id));
+      for (const id of gone) await repos.accessRequests.delete(id);
+      for (const k of await repos.apiKeys.list()) if (gone.has(k.access_request_id)) await repos.apiKeys.delete(k.id);
       return gone.size;
     });
   }
@@ -378,10 +362,10 @@ export class AccessRequestsService {
   /** draft -> failed on a processing error (SPEC §3): the app sees `failed` and must ask again. */
   private async fail(id: string, cause: unknown): Promise<void> {
     this.logger.error({ accessRequest: id, err: (cause as Error)?.message }, 'access request processing failed');
-    await this.store
-      .update((tx) => {
-        const record = tx.edit('access_requests', id);
-        if (!record || record.status !== 'draft') return;
+    if (!isUuid(id)) return;
+    await this.repos.accessRequests
+      .update(id, (record) => {
+        if (record.status !== 'draft') return;
         const now = this.nowIso();
         record.status = 'failed';
         record.failure_reason = 'processing_error';

@@ -3,7 +3,7 @@ import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
 import type { AppState, BearerGrant, Clock } from '../http/context.js';
 import type { AppRole } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { Repositories } from '../store/repositories.js';
 import { audienceCovers, resourceTarget } from '../oauth/resources.js';
 import { appRoleAtMost, atLeast, lowerAppRole, maxGrantableRole } from './roles.js';
 
@@ -81,11 +81,10 @@ export const invalidToken = (message: string, metadataUrl: string, credentialSen
  */
 export class BearerVerifier {
   private readonly verified = new Map<string, { payload: JWTPayload; accessRequestId: string; clientId: string; audience: string | null; expMs: number }>();
-  /** Grants and users by id, rebuilt whenever the store's data changes: the per-call check is two lookups. */
 
   constructor(
     private readonly opts: VerifierOptions,
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly clock: Clock,
     private readonly metadataUrl: (path?: string) => string,
   ) {}
@@ -159,8 +158,8 @@ export class BearerVerifier {
   async verify(token: string): Promise<BearerGrant> {
     const entry = await this.verifySignature(token);
     // The records themselves, by id: a revoke or a demotion counts from the moment it is durable.
-    const record = this.store.get('access_requests', entry.accessRequestId);
-    const user = record?.user_id ? this.store.get('users', record.user_id) : undefined;
+    const record = await this.repos.accessRequests.get(entry.accessRequestId);
+    const user = record?.user_id ? await this.repos.users.get(record.user_id) : undefined;
     if (!record || record.status !== 'approved' || !record.approved_role) throw this.fail('The grant behind this token is not approved (revoked, denied, expired or gone).');
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
     if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
@@ -184,7 +183,7 @@ export const API_KEY_PREFIX = 'svc_';
 
 /** Checks an API key and its grant record on every call, as BearerVerifier.verify does a token's. */
 export interface ApiKeyBearer {
-  verify(key: string): BearerGrant;
+  verify(key: string): Promise<BearerGrant>;
 }
 
 /**
@@ -203,7 +202,7 @@ export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: stri
     }
     let grant: BearerGrant;
     try {
-      grant = keys && match[1].startsWith(API_KEY_PREFIX) ? keys.verify(match[1]) : await verifier.verify(match[1]);
+      grant = keys && match[1].startsWith(API_KEY_PREFIX) ? await keys.verify(match[1]) : await verifier.verify(match[1]);
     } catch (err) {
       // the challenge names the metadata of the resource that was asked for
       if (err instanceof AppError && err.status === 401) throw invalidToken(err.message, metadataUrl(ctx.path));

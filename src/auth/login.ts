@@ -59,7 +59,7 @@ export class LoginService {
     this.fail(key, now);
     // The decoy is ready before any user is looked up: the first login costs the same either way.
     const decoy = await decoyHash();
-    const user = this.users.findByName(username);
+    const user = await this.users.findByName(username);
     const ok = await verifyPassword(password, user?.password_hash ?? decoy);
     if (!user || !ok) throw invalidCredentials();
     this.failures.delete(key);

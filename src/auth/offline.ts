@@ -4,6 +4,7 @@ import { lockDataDir } from '../store/lock.js';
 import { checkStoreKey, type Keychain, osKeychain, resolveMasterKey } from '../store/master-key.js';
 import type { UserRecord } from '../store/schema.js';
 import { Store } from '../store/store.js';
+import { storeRepositories } from '../store/store-repositories.js';
 import { hashPassword } from './password.js';
 import { setPasswordIn } from './users.js';
 
@@ -27,14 +28,17 @@ export async function setPasswordOffline(opts: { dataDir: string; username: stri
   try {
     const store = await Store.open(dataDir);
     try {
-      const meta = store.doc('meta');
+      const repos = storeRepositories(store);
+      const meta = await repos.meta.get();
       if (!meta) throw new OfflineError(`There is no svc store in ${dataDir} yet; \`svc serve\` creates it and its admin.`);
       const { key } = await resolveMasterKey({ dataDir, existingBackend: meta.key_backend, preference: 'auto', keychain: opts.keychain ?? osKeychain });
       checkStoreKey(new SecretBox(key), meta.key_check);
-      const found = store.all('users').find((u) => u.username.toLowerCase() === username.toLowerCase());
+      const found = await repos.users.findByName(username);
       if (!found) throw new OfflineError(`No user named ${username} in ${dataDir}.`);
       const hash = await hashPassword(opts.password);
-      return await store.update((tx) => setPasswordIn(tx, found.id, hash));
+      const user = await repos.transaction((r) => setPasswordIn(r, found.id, hash));
+      if (!user) throw new OfflineError(`No user named ${username} in ${dataDir}.`);
+      return user;
     } finally {
       await store.close();
     }

@@ -65,10 +65,10 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       auth: 'session',
       responses: { 200: { description: 'Users', schema: userList } },
       errors: [401, 403],
-      handler(ctx) {
+      async handler(ctx) {
         const actor = ctx.state.user!;
         if (!atLeast(actor.role, 'manager')) throw forbidden('Only a manager or an admin can list users.');
-        return { data: users.list().map((u) => ({ ...toPublicUser(u), created_at: u.created_at })) };
+        return { data: (await users.list()).map((u) => ({ ...toPublicUser(u), created_at: u.created_at })) };
       },
     }),
     defineRoute({

@@ -24,7 +24,7 @@ interface SessionData {
  */
 export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: string[]): Middleware<AppState> {
   app.keys = keys;
-  const { store, clock } = deps;
+  const { repos, clock } = deps;
   const secure = deps.baseUrl().startsWith('https:');
   return session(
     {
@@ -40,7 +40,7 @@ export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: strin
       store: {
         async get(key: string) {
           const idHash = hashId(key);
-          const record = store.get('sessions', idHash);
+          const record = await repos.sessions.get(idHash);
           if (!record || record.expires_at <= clock()) return undefined;
           return { ...record.data, uid: record.user_id, csrf: record.csrf };
         },
@@ -56,15 +56,15 @@ export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: strin
             expires_at: now + (typeof maxAge === 'number' ? maxAge : SESSION_MAX_AGE_MS),
             data: rest,
           };
-          await store.update((tx) => {
-            for (const s of tx.all('sessions')) if (s.expires_at <= now) tx.delete('sessions', s.id_hash);
-            tx.put('sessions', record);
+          await repos.transaction(async (r) => {
+            for (const s of await r.sessions.list()) if (s.expires_at <= now) await r.sessions.delete(s.id_hash);
+            await r.sessions.put(record);
           });
         },
         async destroy(key: string) {
           const idHash = hashId(key);
-          if (!store.get('sessions', idHash)) return;
-          await store.update((tx) => tx.delete('sessions', idHash));
+          if (!(await repos.sessions.get(idHash))) return;
+          await repos.sessions.delete(idHash);
         },
       },
     } as unknown as Parameters<typeof session>[0],
@@ -73,15 +73,15 @@ export function sessionMiddleware(app: Koa<AppState>, deps: AppDeps, keys: strin
 }
 
 /** The logged-in user of this request, if any (looked up on every call: a removed user is out at once). */
-export function sessionUser(ctx: Koa.ParameterizedContext<AppState>, deps: AppDeps): UserRecord | undefined {
+export async function sessionUser(ctx: Koa.ParameterizedContext<AppState>, deps: AppDeps): Promise<UserRecord | undefined> {
   const uid = (ctx.session as SessionData | null)?.uid;
   if (!uid) return undefined;
-  return deps.store.get('users', uid);
+  return deps.repos.users.get(uid);
 }
 
 export function requireSession(deps: AppDeps): Middleware<AppState> {
   return async function authenticateSession(ctx, next) {
-    const user = sessionUser(ctx, deps);
+    const user = await sessionUser(ctx, deps);
     if (!user) throw loginRequired();
     ctx.state.user = user;
     await next();

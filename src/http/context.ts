@@ -2,7 +2,7 @@ import type { ParameterizedContext } from 'koa';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { SecretBox } from '../store/crypto.js';
-import type { Store } from '../store/store.js';
+import type { Repositories } from '../store/repositories.js';
 import type { AccessRequestRecord, AppRole, UserRecord } from '../store/schema.js';
 
 export type Clock = () => number;
@@ -10,7 +10,7 @@ export type Clock = () => number;
 /** Everything a feature needs, passed in rather than imported, so tests build a daemon in a few lines. */
 export interface AppDeps {
   config: Config;
-  store: Store;
+  repos: Repositories;
   box: SecretBox;
   clock: Clock;
   logger: Logger;

@@ -5,8 +5,8 @@ import { createdKey, createKeyBody, keyList, keyParams, revokedKey } from './sch
 import { type ApiKeysService, keyClientId, keyStatus } from './service.js';
 
 export function apiKeyRoutes(deps: AppDeps, keys: ApiKeysService): AnyRouteDef[] {
-  const usernameOf = (userId: string) => deps.store.get('users', userId)?.username ?? null;
-  const view = (key: ApiKeyRecord, request: AccessRequestRecord | undefined) => ({
+  const usernameOf = async (userId: string) => (await deps.repos.users.get(userId))?.username ?? null;
+  const view = async (key: ApiKeyRecord, request: AccessRequestRecord | undefined) => ({
     id: key.id,
     name: key.name,
     role: request?.approved_role ?? 'scope_user_user',
@@ -17,7 +17,7 @@ export function apiKeyRoutes(deps: AppDeps, keys: ApiKeysService): AnyRouteDef[]
     created_at: key.created_at,
     expires_at: key.expires_at,
     revoked_at: key.revoked_at ?? request?.revoked_at ?? null,
-    user: usernameOf(key.user_id),
+    user: await usernameOf(key.user_id),
   });
   return [
     defineRoute({
@@ -35,7 +35,7 @@ export function apiKeyRoutes(deps: AppDeps, keys: ApiKeysService): AnyRouteDef[]
         const { key, record, request } = await keys.create(user, body);
         deps.logger.info({ apiKey: record.id, accessRequest: request.id, user: user.id, role: request.approved_role }, 'API key created');
         ctx.status = 201;
-        return { ...view(record, request), key };
+        return { ...(await view(record, request)), key };
       },
     }),
     defineRoute({
@@ -47,8 +47,8 @@ export function apiKeyRoutes(deps: AppDeps, keys: ApiKeysService): AnyRouteDef[]
       auth: 'session',
       responses: { 200: { description: 'Keys', schema: keyList } },
       errors: [401],
-      handler(ctx) {
-        return { data: keys.list(ctx.state.user!).map((k) => view(k, keys.requestOf(k))) };
+      async handler(ctx) {
+        return { data: await Promise.all((await keys.list(ctx.state.user!)).map(async (k) => view(k, await keys.requestOf(k)))) };
       },
     }),
     defineRoute({

@@ -6,7 +6,7 @@ import { lowerAppRole, maxGrantableRole } from '../auth/roles.js';
 import { AppError, conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { AccessRequestRecord, ApiKeyRecord, UserRecord } from '../store/schema.js';
-import type { Store, StoreReader, Tx } from '../store/store.js';
+import type { Repositories } from '../store/repositories.js';
 import type { createKeyBody } from './schemas.js';
 
 /** Keys a person may hold that are not revoked (expired ones count until revoked). */
@@ -35,7 +35,7 @@ export function keyStatus(key: ApiKeyRecord, record: AccessRequestRecord | undef
  */
 export class ApiKeysService {
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly requests: AccessRequestsService,
     private readonly clock: Clock,
   ) {}
@@ -50,10 +50,13 @@ export class ApiKeysService {
       user,
       { app_client_id: keyClientId(id), flow_type: 'popup', requested_role: body.role, requested: { version: '1', mcp_servers: urls.map((url) => ({ url })) } },
       { approved_role: body.role, approved: { version: '1', mcp_servers: body.mcp_servers } },
-      (tx, request) => {
-        const live = tx.all('api_keys').filter((k) => k.user_id === user.id && keyStatus(k, tx.get('access_requests', k.access_request_id), now) !== 'revoked');
-        if (live.length >= MAX_LIVE_KEYS_PER_USER) {
-          throw conflict('too_many_keys', `You have ${live.length} API keys; revoke one you no longer use first (svc keys revoke ID).`);
+      async (repos, request) => {
+        let live = 0;
+        for (const k of await repos.apiKeys.list()) {
+          if (k.user_id === user.id && keyStatus(k, await repos.accessRequests.get(k.access_request_id), now) !== 'revoked') live++;
+        }
+        if (live >= MAX_LIVE_KEYS_PER_USER) {
+          throw conflict('too_many_keys', `You have ${live} API keys; revoke one you no longer use first (svc keys revoke ID).`);
         }
         const record: ApiKeyRecord = {
           id,
@@ -65,16 +68,15 @@ export class ApiKeysService {
           expires_at: body.expires_in === null ? null : new Date(now + body.expires_in * 1000).toISOString(),
           revoked_at: null,
         };
-        tx.put('api_keys', record);
+        await repos.apiKeys.put(record);
         return { key, record, request };
       },
     );
   }
 
   /** Your own keys; an admin sees everyone's. Newest first. */
-  list(user: UserRecord): ApiKeyRecord[] {
-    return this.store
-      .all('api_keys')
+  async list(user: UserRecord): Promise<ApiKeyRecord[]> {
+    return (await this.repos.apiKeys.list())
       .filter((k) => this.visibleTo(k, user))
       .sort((a, b) => b.created_at.localeCompare(a.created_at));
   }
@@ -84,8 +86,8 @@ export class ApiKeysService {
   }
 
   /** A key by its id or a unique prefix of at least 6 characters, among those `user` may see. */
-  private resolve(db: StoreReader, user: UserRecord, ref: string): ApiKeyRecord {
-    const visible = db.all('api_keys').filter((k) => this.visibleTo(k, user));
+  private resolve(keys: ApiKeyRecord[], user: UserRecord, ref: string): ApiKeyRecord {
+    const visible = keys.filter((k) => this.visibleTo(k, user));
     const exact = visible.find((k) => k.id === ref);
     if (exact) return exact;
     const prefix = ref.toLowerCase();
@@ -99,27 +101,28 @@ export class ApiKeysService {
 
   /** Ends the key and revokes its access request (its owner or an admin), in one store update. */
   async revoke(actor: UserRecord, ref: string): Promise<ApiKeyRecord> {
-    return this.store.update((tx: Tx) => {
-      const found = this.resolve(tx, actor, ref);
+    return this.repos.transaction(async (repos) => {
+      const found = this.resolve(await repos.apiKeys.list(), actor, ref);
       if (found.user_id !== actor.id && actor.role !== 'admin') throw forbidden('Only the owner of the key or an admin can revoke it.');
       if (found.revoked_at) throw conflict('already_revoked', 'This API key was already revoked.');
-      const request = tx.edit('access_requests', found.access_request_id);
-      if (request?.status === 'approved') this.requests.markRevoked(request, actor);
-      const key = tx.edit('api_keys', found.id)!;
-      key.revoked_at = new Date(this.clock()).toISOString();
-      return key;
+      await repos.accessRequests.update(found.access_request_id, (request) => {
+        if (request.status === 'approved') this.requests.markRevoked(request, actor);
+      });
+      return (await repos.apiKeys.update(found.id, (key) => {
+        key.revoked_at = new Date(this.clock()).toISOString();
+      }))!;
     });
   }
 
-  requestOf(key: ApiKeyRecord): AccessRequestRecord | undefined {
-    return this.store.get('access_requests', key.access_request_id);
+  requestOf(key: ApiKeyRecord): Promise<AccessRequestRecord | undefined> {
+    return this.repos.accessRequests.get(key.access_request_id);
   }
 
   /** The key's name as the app's name, for `svc requests` and the review page. */
-  appInfo(clientId: string): { name: string } | undefined {
+  async appInfo(clientId: string): Promise<{ name: string } | undefined> {
     if (!clientId.startsWith(KEY_CLIENT_PREFIX)) return undefined;
     const id = clientId.slice(KEY_CLIENT_PREFIX.length);
-    const key = this.store.get('api_keys', id);
+    const key = await this.repos.apiKeys.get(id);
     return key ? { name: `API key "${key.name}"` } : undefined;
   }
 }
@@ -127,42 +130,27 @@ export class ApiKeysService {
 /**
  * The Bearer check of an API key, on every call: the key by its hash, then its grant record
  * (approved, for that key's client and owner) and its user, exactly as a token's. Lookups are
- * O(1): the store's records by id, and an index of keys by hash that follows every durable change,
- * so a revoke ends the key on its next call.
+ * O(1): the records by id, and the repository's index of keys by hash, which follows every
+ * durable change, so a revoke ends the key on its next call.
  */
 export class ApiKeyVerifier implements ApiKeyBearer {
-  private readonly byHash = new Map<string, { key: ApiKeyRecord; expMs: number }>();
-
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly clock: Clock,
     private readonly metadataUrl: () => string,
-  ) {
-    const hashes = new Map<string, string>();
-    const follow = (id: string, k: ApiKeyRecord | undefined) => {
-      const before = hashes.get(id);
-      if (before) this.byHash.delete(before);
-      hashes.delete(id);
-      if (!k) return;
-      hashes.set(id, k.key_hash);
-      this.byHash.set(k.key_hash, { key: k, expMs: k.expires_at ? Date.parse(k.expires_at) : Infinity });
-    };
-    for (const k of store.all('api_keys')) follow(k.id, k);
-    store.watch('api_keys', follow);
-  }
+  ) {}
 
-  verify(credential: string): BearerGrant {
+  async verify(credential: string): Promise<BearerGrant> {
     const fail = (message: string) => invalidToken(message, this.metadataUrl());
-    const hit = this.byHash.get(hashKey(credential));
-    if (!hit) throw fail('The API key is not known.');
-    const { key, expMs } = hit;
+    const key = await this.repos.apiKeys.findByHash(hashKey(credential));
+    if (!key) throw fail('The API key is not known.');
     if (key.revoked_at) throw fail('The API key was revoked.');
-    if (expMs <= this.clock()) throw fail('The API key has expired.');
-    const record = this.store.get('access_requests', key.access_request_id);
+    if (key.expires_at && Date.parse(key.expires_at) <= this.clock()) throw fail('The API key has expired.');
+    const record = await this.repos.accessRequests.get(key.access_request_id);
     if (!record || record.status !== 'approved' || !record.approved_role) throw fail('The grant behind this API key is not approved (revoked or gone).');
     const clientId = keyClientId(key.id);
     if (record.app_client_id !== clientId || record.user_id !== key.user_id) throw fail('The grant behind this API key belongs to another client or user.');
-    const user = this.store.get('users', key.user_id);
+    const user = await this.repos.users.get(key.user_id);
     if (!user) throw fail('The owner of this API key no longer exists.');
     // Never above what the owner may grant now (CONTRACT §6).
     return { record, user, role: lowerAppRole(record.approved_role, maxGrantableRole(user.role)), clientId, audience: null };

@@ -19,14 +19,18 @@ export const appMcpInstance = z
   .meta({ id: 'AppMcpInstance' });
 
 /** The instances a Bearer call's grant names that still exist; never another user's. */
-export function grantedInstances(ctx: AppContext, instances: McpInstancesService): McpInstanceRecord[] {
+export async function grantedInstances(ctx: AppContext, instances: McpInstancesService): Promise<McpInstanceRecord[]> {
   const grant = ctx.state.grant!;
   const ids = new Set(grant.record.approved?.mcp_servers.flatMap((s) => s.instance_ids) ?? []);
-  return instances.listOwned(grant.user).filter((m) => ids.has(m.id));
+  return (await instances.listOwned(grant.user)).filter((m) => ids.has(m.id));
 }
 
-export function grantedInstance(ctx: AppContext, instances: McpInstancesService, id: string): McpInstanceRecord {
-  const found = grantedInstances(ctx, instances).find((m) => m.id === id);
+/** One instance of the grant, by id: one lookup (the proxy's path), the same rule as the list. */
+export async function grantedInstance(ctx: AppContext, instances: McpInstancesService, id: string): Promise<McpInstanceRecord> {
+  const grant = ctx.state.grant!;
+  const inGrant = grant.record.approved?.mcp_servers.some((s) => s.instance_ids.includes(id)) ?? false;
+  const stored = inGrant ? await instances.find(id) : undefined;
+  const found = stored?.owner_id === grant.user.id ? stored : undefined;
   if (!found) throw notFound('No MCP instance with that id in this grant.');
   return found;
 }
@@ -40,14 +44,14 @@ const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z
  * App-facing MCP endpoints (SPEC 4.4); any app token (scope_user_user or above). Only instances
  * in the token's grant exist here; a disabled one is listed but refuses calls.
  */
-export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => boolean, timeoutMs: number): AnyRouteDef[] {
-  const toAppInstance = (m: McpInstanceRecord) => {
-    const cached = tools.cached(m);
+export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number): AnyRouteDef[] {
+  const toAppInstance = async (m: McpInstanceRecord) => {
+    const cached = await tools.cached(m);
     return { id: m.id, name: m.name, url: m.url, enabled: m.enabled, ...(cached ? { tools: cached } : {}) };
   };
   const proxy = async (ctx: AppContext, id: string) => {
-    if (!originAllowed(ctx)) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
-    const instance = grantedInstance(ctx, instances, id);
+    if (!(await originAllowed(ctx))) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
+    const instance = await grantedInstance(ctx, instances, id);
     if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
     await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs);
   };
@@ -70,7 +74,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       auth: 'bearer',
       responses: { 200: { description: 'Instances', schema: z.object({ data: z.array(appMcpInstance) }) } },
       errors: [401, 403],
-      handler: (ctx) => ({ data: grantedInstances(ctx, instances).map(toAppInstance) }),
+      handler: async (ctx) => ({ data: await Promise.all((await grantedInstances(ctx, instances)).map(toAppInstance)) }),
     }),
     defineRoute({
       method: 'get',
@@ -82,7 +86,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       params: instanceParams,
       responses: { 200: { description: 'The instance', schema: appMcpInstance } },
       errors: [401, 403, 404],
-      handler: (ctx, { params }) => toAppInstance(grantedInstance(ctx, instances, params.id)),
+      handler: async (ctx, { params }) => toAppInstance(await grantedInstance(ctx, instances, params.id)),
     }),
     defineRoute({
       method: 'post',
@@ -95,7 +99,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       responses: { 200: { description: 'Allowed tools', schema: z.object({ tools: z.array(tool) }) } },
       errors: [401, 403, 404, 502, 504],
       async handler(ctx, { params }) {
-        return { tools: await tools.refresh(grantedInstance(ctx, instances, params.id)) };
+        return { tools: await tools.refresh(await grantedInstance(ctx, instances, params.id)) };
       },
     }),
     defineRoute({
@@ -110,7 +114,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
       errors: [400, 401, 403, 404, 502, 504],
       async handler(ctx, { params, body }) {
-        return { result: await tools.execute(grantedInstance(ctx, instances, params.id), params.tool_name, body.params) };
+        return { result: await tools.execute(await grantedInstance(ctx, instances, params.id), params.tool_name, body.params) };
       },
     }),
     defineRoute({

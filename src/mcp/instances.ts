@@ -4,7 +4,7 @@ import { notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { Repositories } from '../store/repositories.js';
 import { mcpProxyPath } from '../oauth/resources.js';
 import type { createInstanceBody, instanceHeaders, mcpInstance, updateInstanceBody } from './schemas.js';
 
@@ -26,7 +26,7 @@ export const toPublicInstance = (m: McpInstanceRecord, base: string): z.infer<ty
 /** The owner's registry of MCP server instances; header values are sealed on the way in. */
 export class McpInstancesService {
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly box: SecretBox,
     private readonly clock: Clock,
   ) {}
@@ -40,16 +40,16 @@ export class McpInstancesService {
     return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, `${instance.id}:${h.name.toLowerCase()}`, h.value)]));
   }
 
-  find(id: string): McpInstanceRecord | undefined {
-    return this.store.get('mcp_instances', id);
+  find(id: string): Promise<McpInstanceRecord | undefined> {
+    return this.repos.mcpInstances.get(id);
   }
 
-  listOwned(owner: UserRecord): McpInstanceRecord[] {
-    return this.store.all('mcp_instances').filter((m) => m.owner_id === owner.id);
+  async listOwned(owner: UserRecord): Promise<McpInstanceRecord[]> {
+    return (await this.repos.mcpInstances.list()).filter((m) => m.owner_id === owner.id);
   }
 
-  getOwned(owner: UserRecord, id: string): McpInstanceRecord {
-    const stored = this.store.get('mcp_instances', id);
+  async getOwned(owner: UserRecord, id: string): Promise<McpInstanceRecord> {
+    const stored = await this.repos.mcpInstances.get(id);
     const found = stored?.owner_id === owner.id ? stored : undefined;
     if (!found) throw notFound(`No MCP instance ${id} of yours.`);
     return found;
@@ -69,30 +69,32 @@ export class McpInstancesService {
       created_at: now,
       updated_at: now,
     };
-    await this.store.update((tx) => tx.put('mcp_instances', record));
+    await this.repos.mcpInstances.put(record);
     return record;
   }
 
   async update(owner: UserRecord, id: string, input: z.infer<typeof updateInstanceBody>): Promise<McpInstanceRecord> {
-    this.getOwned(owner, id);
+    await this.getOwned(owner, id);
     const sealed = input.headers ? this.seal(id, input.headers) : undefined;
-    return this.store.update((tx) => {
-      const edited = tx.edit('mcp_instances', id);
-      const m = edited?.owner_id === owner.id ? edited : undefined;
-      if (!m) throw notFound(`No MCP instance ${id} of yours.`);
+    const updated = await this.repos.mcpInstances.update(id, (m) => {
+      if (m.owner_id !== owner.id) throw notFound(`No MCP instance ${id} of yours.`);
       if (input.name !== undefined) m.name = input.name;
       if (input.enabled !== undefined) m.enabled = input.enabled;
       if (input.allow_tools !== undefined) m.allow_tools = input.allow_tools;
       if (sealed) m.headers = sealed;
       m.updated_at = new Date(this.clock()).toISOString();
-      return m;
     });
+    if (!updated) throw notFound(`No MCP instance ${id} of yours.`);
+    return updated;
   }
 
   async remove(owner: UserRecord, id: string): Promise<void> {
-    this.getOwned(owner, id);
-    await this.store.update((tx) => {
-      if (tx.get('mcp_instances', id)?.owner_id === owner.id) tx.delete('mcp_instances', id);
+    await this.getOwned(owner, id);
+    await this.repos.transaction(async (repos) => {
+      if ((await repos.mcpInstances.get(id))?.owner_id !== owner.id) return;
+      await repos.mcpInstances.delete(id);
+      // its tool list goes with it
+      await repos.mcpTools.delete(id);
     });
   }
 }

@@ -1,7 +1,7 @@
 import type { AppContext } from '../http/context.js';
 
 /** What the origin rule needs to know of a client: its redirect URIs (null: not in the registry). */
-export type RedirectUrisOf = (clientId: string) => string[] | null;
+export type RedirectUrisOf = (clientId: string) => Promise<string[] | null>;
 
 /**
  * Which browser origins may use an MCP proxy URL with an app's token: svc's own, or one of the
@@ -10,11 +10,11 @@ export type RedirectUrisOf = (clientId: string) => string[] | null;
  * external issuer.
  */
 export function mcpOriginRule(ownOrigins: Set<string>, redirectUrisOf: RedirectUrisOf, externalIssuer: boolean) {
-  return function originAllowed(ctx: AppContext): boolean {
+  return async function originAllowed(ctx: AppContext): Promise<boolean> {
     const origin = ctx.get('Origin');
     if (!origin || ownOrigins.has(origin.toLowerCase())) return true;
     const clientId = ctx.state.grant?.clientId;
-    const uris = clientId ? redirectUrisOf(clientId) : null;
+    const uris = clientId ? await redirectUrisOf(clientId) : null;
     if (!uris) return externalIssuer;
     return uris.some((u) => {
       try {

@@ -15,7 +15,7 @@ export function mcpInstanceRoutes(instances: McpInstancesService, baseUrl: () =>
       auth: 'session',
       responses: { 200: { description: 'Instances', schema: instanceList } },
       errors: [401],
-      handler: (ctx) => ({ data: instances.listOwned(ctx.state.user!).map(view) }),
+      handler: async (ctx) => ({ data: (await instances.listOwned(ctx.state.user!)).map(view) }),
     }),
     defineRoute({
       method: 'post',
@@ -43,7 +43,7 @@ export function mcpInstanceRoutes(instances: McpInstancesService, baseUrl: () =>
       params: instanceParams,
       responses: { 200: { description: 'The instance', schema: instanceResponse } },
       errors: [401, 404],
-      handler: (ctx, { params }) => ({ instance: view(instances.getOwned(ctx.state.user!, params.id)) }),
+      handler: async (ctx, { params }) => ({ instance: view(await instances.getOwned(ctx.state.user!, params.id)) }),
     }),
     defineRoute({
       method: 'patch',

@@ -2,20 +2,12 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AppError, forbidden } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { McpInstanceRecord } from '../store/schema.js';
-import type { Store } from '../store/store.js';
+import type { CachedTool, ToolCache } from '../store/records.js';
+import type { Repositories } from '../store/repositories.js';
 import type { McpInstancesService } from './instances.js';
 import { type McpTarget, withMcpClient } from './upstream-client.js';
 
-export interface CachedTool {
-  name: string;
-  description?: string;
-  input_schema: unknown;
-}
-
-interface ToolCache {
-  tools: CachedTool[];
-  refreshed_at: string;
-}
+export type { CachedTool } from '../store/records.js';
 
 
 export const toolAllowed = (instance: McpInstanceRecord, name: string) => instance.allow_tools === null || instance.allow_tools.includes(name);
@@ -26,7 +18,7 @@ export const toolNotAllowed = (name: string) =>
 /** Tool discovery and calls through the MCP SDK client, with the instance's allow-list applied first. */
 export class McpToolsService {
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly instances: McpInstancesService,
     private readonly clock: Clock,
     private readonly timeoutMs: number,
@@ -41,8 +33,8 @@ export class McpToolsService {
   }
 
   /** The cached tool list (allowed tools only), if the instance was ever refreshed. */
-  cached(instance: McpInstanceRecord): CachedTool[] | undefined {
-    const cache = this.store.get<'mcp_tools', ToolCache>('mcp_tools', instance.id);
+  async cached(instance: McpInstanceRecord): Promise<CachedTool[] | undefined> {
+    const cache = await this.repos.mcpTools.get(instance.id);
     return cache?.tools.filter((t) => toolAllowed(instance, t.name));
   }
 
@@ -62,7 +54,7 @@ export class McpToolsService {
       tools: tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.inputSchema })),
       refreshed_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.update((tx) => tx.put('mcp_tools', cache, instance.id));
+    await this.repos.mcpTools.set(instance.id, cache);
     return cache.tools.filter((t) => toolAllowed(instance, t.name));
   }
 

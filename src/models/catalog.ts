@@ -2,19 +2,11 @@ import { z } from 'zod';
 import { conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import { modelName, providerName } from '../providers/schemas.js';
-import { type ProviderRecord, providersOf } from '../providers/service.js';
-import type { Store, StoreReader } from '../store/store.js';
+import type { AliasRecord, ProviderRecord } from '../store/records.js';
+import type { RepositorySet, Repositories } from '../store/repositories.js';
+import type { UserRecord } from '../store/schema.js';
 
-export interface AliasRecord {
-  id: string;
-  provider: string;
-  model: string;
-  /** request fields applied unless the app sets them */
-  defaults: Record<string, unknown>;
-  created_at: string;
-  /** the user who created it (through a session or an app token); absent on aliases made before owners were kept */
-  owner_id?: string | null;
-}
+export type { AliasRecord } from '../store/records.js';
 
 /**
  * Who is changing aliases: the user behind the session or the app token, and whether it is an
@@ -24,8 +16,6 @@ export interface AliasActor {
   userId: string;
   adminSession: boolean;
 }
-
-export const aliasesOf = (db: StoreReader): AliasRecord[] => db.all<'model_aliases', AliasRecord>('model_aliases');
 
 export const aliasId = z.string().min(1).max(200).regex(/^[A-Za-z0-9][A-Za-z0-9._:-]*$/, 'an alias is letters, digits and . _ : - (no slash: provider/model ids are reserved)');
 export const putAliasBody = z.strictObject({
@@ -67,10 +57,45 @@ interface Index {
 }
 
 /** Bare model ids that providers serve (their listed and discovered models). */
-function providerModelIds(db: StoreReader): Set<string> {
+function providerModelIds(providers: ProviderRecord[]): Set<string> {
   const ids = new Set<string>();
-  for (const p of providersOf(db)) for (const m of [...p.models, ...p.discovered_models]) ids.add(m);
+  for (const p of providers) for (const m of [...p.models, ...p.discovered_models]) ids.add(m);
   return ids;
+}
+
+function buildIndex(providers: ProviderRecord[], aliases: AliasRecord[], users: UserRecord[]): Index {
+  const byId = new Map<string, ResolvedModel>();
+  const listed: Index['listed'] = [];
+  const described = new Map<string, PublicModel>();
+  const byName = new Map(providers.map((p) => [p.name, p]));
+  const served = providerModelIds(providers);
+  const admins = new Set(users.filter((u) => u.role === 'admin').map((u) => u.id));
+  for (const a of aliases) {
+    const p = byName.get(a.provider);
+    if (!p || byId.has(a.id)) continue;
+    if (served.has(a.id) && !(a.owner_id && admins.has(a.owner_id))) continue;
+    byId.set(a.id, { provider: p, upstreamModel: a.model, defaults: a.defaults });
+    const entry = { id: a.id, owned_by: `svc:${p.name}`, created: Math.floor(Date.parse(a.created_at) / 1000) };
+    listed.push(entry);
+    described.set(a.id, entry);
+  }
+  for (const p of providers) {
+    const created = Math.floor(Date.parse(p.created_at) / 1000);
+    for (const m of new Set([...p.models, ...p.discovered_models])) {
+      if (!byId.has(m)) {
+        byId.set(m, { provider: p, upstreamModel: m, defaults: null });
+        const entry = { id: m, owned_by: p.name, created };
+        listed.push(entry);
+        described.set(m, entry);
+      }
+      const qualified = `${p.name}/${m}`;
+      if (!byId.has(qualified)) {
+        byId.set(qualified, { provider: p, upstreamModel: m, defaults: null });
+        described.set(qualified, { id: qualified, owned_by: p.name, created });
+      }
+    }
+  }
+  return { byId, listed, described };
 }
 
 /**
@@ -78,84 +103,60 @@ function providerModelIds(db: StoreReader): Set<string> {
  * that offers it wins) and, always, as `<provider>/<model>`. Only an admin's alias may take over
  * a model id a provider serves: any other alias with such an id (a provider found the model
  * after the alias was made) yields to the provider, so no user can reroute another's model id.
- * The index is rebuilt only when providers, aliases or users change (their versions), so
- * resolving a model on the hot path is one Map lookup.
+ * The index is rebuilt only after providers, aliases or users changed, so resolving a model on
+ * the hot path is one Map lookup.
  */
 export class ModelCatalog {
-  private index: { versions: [number, number, number]; value: Index } | null = null;
+  private index: Promise<Index> | null = null;
 
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly clock: Clock,
-  ) {}
-
-  private build(): Index {
-    const db = this.store;
-    const byId = new Map<string, ResolvedModel>();
-    const listed: Index['listed'] = [];
-    const described = new Map<string, PublicModel>();
-    const providers = providersOf(db);
-    const byName = new Map(providers.map((p) => [p.name, p]));
-    const served = providerModelIds(db);
-    const admins = new Set(db.all('users').filter((u) => u.role === 'admin').map((u) => u.id));
-    for (const a of aliasesOf(db)) {
-      const p = byName.get(a.provider);
-      if (!p || byId.has(a.id)) continue;
-      if (served.has(a.id) && !(a.owner_id && admins.has(a.owner_id))) continue;
-      byId.set(a.id, { provider: p, upstreamModel: a.model, defaults: a.defaults });
-      const entry = { id: a.id, owned_by: `svc:${p.name}`, created: Math.floor(Date.parse(a.created_at) / 1000) };
-      listed.push(entry);
-      described.set(a.id, entry);
-    }
-    for (const p of providers) {
-      const created = Math.floor(Date.parse(p.created_at) / 1000);
-      for (const m of new Set([...p.models, ...p.discovered_models])) {
-        if (!byId.has(m)) {
-          byId.set(m, { provider: p, upstreamModel: m, defaults: null });
-          const entry = { id: m, owned_by: p.name, created };
-          listed.push(entry);
-          described.set(m, entry);
-        }
-        const qualified = `${p.name}/${m}`;
-        if (!byId.has(qualified)) {
-          byId.set(qualified, { provider: p, upstreamModel: m, defaults: null });
-          described.set(qualified, { id: qualified, owned_by: p.name, created });
-        }
-      }
-    }
-    return { byId, listed, described };
+  ) {
+    const stale = () => {
+      this.index = null;
+    };
+    repos.providers.onChange(stale);
+    repos.modelAliases.onChange(stale);
+    repos.users.onChange(stale);
   }
 
-  private current(): Index {
-    // On every proxied call: three numbers compared, nothing built.
-    const p = this.store.version('providers');
-    const a = this.store.version('model_aliases');
-    const u = this.store.version('users');
-    let index = this.index;
-    if (!index || index.versions[0] !== p || index.versions[1] !== a || index.versions[2] !== u) index = this.index = { versions: [p, a, u], value: this.build() };
-    return index.value;
+  private async build(): Promise<Index> {
+    const [providers, aliases, users] = await Promise.all([this.repos.providers.list(), this.repos.modelAliases.list(), this.repos.users.list()]);
+    return buildIndex(providers, aliases, users);
   }
 
-  resolve(id: string): ResolvedModel | undefined {
-    return this.current().byId.get(id);
+  private current(): Promise<Index> {
+    // On every proxied call: the index already built, unless something changed since.
+    if (!this.index) {
+      const building = (this.index = this.build());
+      building.catch(() => {
+        if (this.index === building) this.index = null;
+      });
+    }
+    return this.index;
+  }
+
+  async resolve(id: string): Promise<ResolvedModel | undefined> {
+    return (await this.current()).byId.get(id);
   }
 
   /** The OpenAI model object of any id that resolves (GET /v1/models/{id}). */
-  describe(id: string): PublicModel | undefined {
-    return this.current().described.get(id);
+  async describe(id: string): Promise<PublicModel | undefined> {
+    return (await this.current()).described.get(id);
   }
 
-  listPublic(): Index['listed'] {
-    return this.current().listed;
+  async listPublic(): Promise<Index['listed']> {
+    return (await this.current()).listed;
   }
 
-  listAliases(): AliasRecord[] {
-    return aliasesOf(this.store);
+  listAliases(): Promise<AliasRecord[]> {
+    return this.repos.modelAliases.list();
   }
 
   /** The aliases as the API shows them to `actor`. */
-  listFor(actor: AliasActor) {
-    return this.listAliases().map((a) => this.view(a, actor));
+  async listFor(actor: AliasActor) {
+    return (await this.listAliases()).map((a) => this.view(a, actor));
   }
 
   view(a: AliasRecord, actor: AliasActor) {
@@ -172,11 +173,11 @@ export class ModelCatalog {
    * provider already serves (409 model_id_taken either way).
    */
   async putAlias(id: string, input: z.output<typeof putAliasBody>, actor: AliasActor): Promise<AliasRecord> {
-    return this.store.update((db) => {
-      if (!db.get('providers', input.provider)) throw notFound(`No provider named ${input.provider}.`);
-      const existing = db.get<'model_aliases', AliasRecord>('model_aliases', id);
+    return this.repos.transaction(async (repos: RepositorySet) => {
+      if (!(await repos.providers.get(input.provider))) throw notFound(`No provider named ${input.provider}.`);
+      const existing = await repos.modelAliases.get(id);
       if (existing && !this.mayManage(existing, actor)) throw conflict('model_id_taken', `The model id ${id} is another user's alias; pick another id.`);
-      if (!actor.adminSession && providerModelIds(db).has(id)) throw conflict('model_id_taken', `A provider already serves the model id ${id}; an alias may not shadow it.`);
+      if (!actor.adminSession && providerModelIds(await repos.providers.list()).has(id)) throw conflict('model_id_taken', `A provider already serves the model id ${id}; an alias may not shadow it.`);
       const record: AliasRecord = {
         id,
         provider: input.provider,
@@ -185,16 +186,16 @@ export class ModelCatalog {
         created_at: existing?.created_at ?? new Date(this.clock()).toISOString(),
         owner_id: existing ? (existing.owner_id ?? null) : actor.userId,
       };
-      return db.put('model_aliases', record);
+      return repos.modelAliases.put(record);
     });
   }
 
   async removeAlias(id: string, actor: AliasActor): Promise<void> {
-    await this.store.update((db) => {
-      const existing = db.get<'model_aliases', AliasRecord>('model_aliases', id);
+    await this.repos.transaction(async (repos) => {
+      const existing = await repos.modelAliases.get(id);
       if (!existing) throw notFound(`No alias ${id}.`);
       if (!this.mayManage(existing, actor)) throw forbidden(`The alias ${id} belongs to another user.`, 'alias_not_owned');
-      db.delete('model_aliases', id);
+      await repos.modelAliases.delete(id);
     });
   }
 }

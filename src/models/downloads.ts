@@ -9,28 +9,13 @@ import { addressAllowed, guardedLookup, literalAddress, parseNetworks } from '..
 import type { Clock } from '../http/context.js';
 import { httpUrl } from '../http/urls.js';
 import type { Logger } from '../log.js';
-import type { Store, StoreReader } from '../store/store.js';
+import type { PullRecord } from '../store/records.js';
+import type { Repositories } from '../store/repositories.js';
+import { pullStatuses } from '../store/vocabulary.js';
 
-export const pullStatuses = ['queued', 'downloading', 'verifying', 'done', 'failed'] as const;
+export { pullStatuses } from '../store/vocabulary.js';
 
-export interface PullRecord {
-  id: string;
-  url: string;
-  filename: string;
-  sha256: string | null;
-  status: (typeof pullStatuses)[number];
-  bytes_done: number;
-  bytes_total: number | null;
-  error: string | null;
-  created_at: string;
-  updated_at: string;
-  /** the user it was started for (session or app token); absent on downloads made before owners were kept */
-  user_id?: string | null;
-  /** started by an app token: only public addresses, and the app sees no more than done or failed */
-  by_app?: boolean;
-  /** the sha256 the caller gave, if any (`sha256` becomes the digest of what was found) */
-  expected_sha256?: string | null;
-}
+export type { PullRecord } from '../store/records.js';
 
 /** Who asks: the user behind the session or the app token, and which of the two it is. */
 export interface PullActor {
@@ -47,7 +32,6 @@ export interface DownloadOptions {
   allowNetworks: string[];
 }
 
-const pullsOf = (db: StoreReader): PullRecord[] => db.all<'model_pulls', PullRecord>('model_pulls');
 
 /** A plain file name: no separators, no leading dot, nothing that could leave the models folder. */
 export const modelFilename = z
@@ -111,7 +95,7 @@ export class ModelDownloads {
 
   constructor(
     dataDir: string,
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly options: DownloadOptions = { quotaBytes: 0, allowNetworks: [] },
@@ -136,14 +120,14 @@ export class ModelDownloads {
     return p.user_id ? p.user_id === actor.userId : actor.adminSession;
   }
 
-  list(actor: PullActor): PullView[] {
-    return pullsOf(this.store)
+  async list(actor: PullActor): Promise<PullView[]> {
+    return (await this.repos.modelPulls.list())
       .filter((p) => this.visibleTo(p, actor))
       .map((p) => this.view(p, actor));
   }
 
-  get(id: string, actor: PullActor): PullView {
-    const found = this.store.get<'model_pulls', PullRecord>('model_pulls', id);
+  async get(id: string, actor: PullActor): Promise<PullView> {
+    const found = await this.repos.modelPulls.get(id);
     if (!found || !this.visibleTo(found, actor)) throw notFound('No such download.');
     return this.view(found, actor);
   }
@@ -209,13 +193,13 @@ export class ModelDownloads {
       by_app: actor.app,
       expected_sha256: input.sha256 ?? null,
     };
-    await this.store.update((db) => {
-      if (pullsOf(db).some((p) => p.filename === filename && (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying'))) {
+    await this.repos.transaction(async (repos) => {
+      if ((await repos.modelPulls.list()).some((p) => p.filename === filename && (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying'))) {
         throw conflict('download_in_progress', `${filename} is already being downloaded.`);
       }
-      db.put('model_pulls', record);
+      await repos.modelPulls.put(record);
     });
-    this.run(record.id);
+    this.run(record);
     return record;
   }
 
@@ -227,7 +211,7 @@ export class ModelDownloads {
   private async usage(userId: string | null, excludeId: string | null, filename: string): Promise<number> {
     if (!userId) return 0;
     const latest = new Map<string, PullRecord>();
-    for (const p of pullsOf(this.store)) if (p.user_id === userId && p.id !== excludeId && p.filename !== filename) latest.set(p.filename, p);
+    for (const p of await this.repos.modelPulls.list()) if (p.user_id === userId && p.id !== excludeId && p.filename !== filename) latest.set(p.filename, p);
     let total = 0;
     for (const p of latest.values()) {
       // running, unless it has just been marked done or failed (then the disk is the truth)
@@ -242,8 +226,8 @@ export class ModelDownloads {
   }
 
   /** Picks unfinished downloads back up after a restart. */
-  resumeAll(): void {
-    for (const p of pullsOf(this.store)) if (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') this.run(p.id);
+  async resumeAll(): Promise<void> {
+    for (const p of await this.repos.modelPulls.list()) if (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') this.run(p);
   }
 
   async stop(): Promise<void> {
@@ -253,21 +237,20 @@ export class ModelDownloads {
   }
 
   private async patch(id: string, fields: Partial<PullRecord>): Promise<void> {
-    await this.store.update((db) => {
-      const p = db.edit<'model_pulls', PullRecord>('model_pulls', id);
-      if (p) Object.assign(p, fields, { updated_at: this.now() });
+    await this.repos.modelPulls.update(id, (p) => {
+      Object.assign(p, fields, { updated_at: this.now() });
     });
   }
 
-  private record(id: string): PullRecord {
-    const found = this.store.get<'model_pulls', PullRecord>('model_pulls', id);
+  private async record(id: string): Promise<PullRecord> {
+    const found = await this.repos.modelPulls.get(id);
     if (!found) throw notFound('No such download.');
     return found;
   }
 
-  private run(id: string): void {
+  private run(job: PullRecord): void {
+    const id = job.id;
     if (this.running.has(id)) return;
-    const job = this.record(id);
     const abort = new AbortController();
     this.running.set(id, { abort, userId: job.user_id ?? null, filename: job.filename });
     this.download(id, abort.signal)
@@ -319,7 +302,7 @@ export class ModelDownloads {
   }
 
   private async download(id: string, signal: AbortSignal): Promise<void> {
-    const job = this.record(id);
+    const job = await this.record(id);
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const file = this.fileFor(job.filename);
     const part = `${file}.part`;

@@ -27,7 +27,7 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
       appRole: 'scope_user_power_user',
       responses: { 200: { description: 'Aliases', schema: z.object({ data: z.array(alias) }) } },
       errors: [401, 403],
-      handler: (ctx) => ({ data: catalog.listFor(aliasActor(ctx)) }),
+      handler: async (ctx) => ({ data: await catalog.listFor(aliasActor(ctx)) }),
     }),
     defineRoute({
       method: 'get',
@@ -44,9 +44,9 @@ export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
         },
       },
       errors: [401, 403],
-      handler: () => {
-        const aliases = new Set(catalog.listAliases().map((a) => a.id));
-        return { data: catalog.listPublic().map((m) => ({ id: m.id, kind: aliases.has(m.id) ? ('alias' as const) : ('provider' as const), owned_by: m.owned_by })) };
+      handler: async () => {
+        const aliases = new Set((await catalog.listAliases()).map((a) => a.id));
+        return { data: (await catalog.listPublic()).map((m) => ({ id: m.id, kind: aliases.has(m.id) ? ('alias' as const) : ('provider' as const), owned_by: m.owned_by })) };
       },
     }),
     defineRoute({
@@ -143,7 +143,7 @@ export function modelDownloadRoutes(downloads: ModelDownloads): AnyRouteDef[] {
       appRole: 'scope_user_power_user',
       responses: { 200: { description: 'Jobs', schema: z.object({ data: z.array(pullJob) }) } },
       errors: [401, 403],
-      handler: (ctx) => ({ data: downloads.list(pullActor(ctx)) }),
+      handler: async (ctx) => ({ data: await downloads.list(pullActor(ctx)) }),
     }),
   ];
 }

@@ -1,21 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { SecretBox } from '../store/crypto.js';
-import type { Store } from '../store/store.js';
+import type { OAuthStateRecord } from '../store/records.js';
+import type { Repositories } from '../store/repositories.js';
 import type { OAuthClientsService } from './clients.js';
 
 type Payload = Record<string, unknown> & { grantId?: string; userCode?: string; uid?: string; consumed?: number };
 
-interface DurableRecord {
-  model: string;
-  /** sha256 of the record id: for a refresh token the id is the token itself */
-  id: string;
-  /** sealed JSON payload */
-  payload: string;
-  grant_id: string | null;
-  expires_at: number | null;
-  /** ms; absent on rows written before it was kept */
-  created_at?: number;
-}
+type DurableRecord = OAuthStateRecord;
 
 const SEAL_KIND = 'oauth_state';
 const hashId = (model: string, id: string) => createHash('sha256').update(`${model}\0${id}`).digest('base64url');
@@ -29,7 +20,7 @@ const rowKey = (r: { model: string; id: string }) => `${r.model}:${r.id}`;
  * Removes dead OAuth state: expired rows, and grants no refresh token holds any more once their
  * code had time to be redeemed (`codeTtlMs`). Answers how many rows went.
  */
-export async function sweepOAuthState(store: Store, now: number, codeTtlMs: number): Promise<number> {
+export async function sweepOAuthState(repos: Repositories, now: number, codeTtlMs: number): Promise<number> {
   const dead = (rows: DurableRecord[]) => {
     // a Grant row is keyed by the hash of its id; refresh tokens name the grant id itself
     const held = new Set(
@@ -37,13 +28,13 @@ export async function sweepOAuthState(store: Store, now: number, codeTtlMs: numb
     );
     return (r: DurableRecord) => (r.expires_at !== null && r.expires_at <= now) || (r.model === 'Grant' && !held.has(r.id) && (r.created_at ?? 0) <= now - codeTtlMs);
   };
-  const rows = store.all<'oauth_state', DurableRecord>('oauth_state');
+  const rows = await repos.oauthState.list();
   const count = rows.filter(dead(rows)).length;
   if (count === 0) return 0;
-  return store.update((tx) => {
-    const current = tx.all<'oauth_state', DurableRecord>('oauth_state');
+  return repos.transaction(async (r) => {
+    const current = await r.oauthState.list();
     const gone = current.filter(dead(current));
-    for (const r of gone) tx.delete('oauth_state', rowKey(r));
+    for (const row of gone) await r.oauthState.delete(rowKey(row));
     return gone.length;
   });
 }
@@ -54,7 +45,7 @@ export async function sweepOAuthState(store: Store, now: number, codeTtlMs: numb
  * of their id and sealed, so db.json holds no usable token; codes, sessions and interactions
  * live in memory and expire on their own.
  */
-export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthClientsService, clock: () => number) {
+export function createAdapterClass(repos: Repositories, box: SecretBox, clients: OAuthClientsService, clock: () => number) {
   const open = (row: DurableRecord): Payload => JSON.parse(box.open(SEAL_KIND, row.id, row.payload)) as Payload;
   const memory = new Map<string, { payload: Payload; expiresAt: number | null }>();
 
@@ -86,18 +77,18 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
       const now = clock();
       const key = hashId(this.model, id);
       const row: DurableRecord = { model: this.model, id: key, payload: box.seal(SEAL_KIND, key, JSON.stringify(payload)), grant_id: payload.grantId ?? null, expires_at: expiresAt, created_at: now };
-      await store.update((tx) => tx.put('oauth_state', row));
+      await repos.oauthState.put(row);
     }
 
     async find(id: string): Promise<Payload | undefined> {
-      if (this.model === 'Client') return clients.providerMetadata(id) as Payload | undefined;
+      if (this.model === 'Client') return (await clients.providerMetadata(id)) as Payload | undefined;
       if (!this.durable) {
         const hit = memory.get(this.key(id));
         if (!hit || (hit.expiresAt !== null && hit.expiresAt <= clock())) return undefined;
         return hit.payload;
       }
       const key = hashId(this.model, id);
-      const row = store.get<'oauth_state', DurableRecord>('oauth_state', rowKey({ model: this.model, id: key }));
+      const row = await repos.oauthState.get(rowKey({ model: this.model, id: key }));
       if (!row || (row.expires_at !== null && row.expires_at <= clock())) return undefined;
       return open(row);
     }
@@ -122,7 +113,7 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
       // A used refresh token is dead (it was rotated): it goes now rather than at its expiry, so
       // the store holds the live ones only. A replay of it is then simply unknown (invalid_grant).
       const key = hashId(this.model, id);
-      await store.update((tx) => tx.delete('oauth_state', rowKey({ model: this.model, id: key })));
+      await repos.oauthState.delete(rowKey({ model: this.model, id: key }));
       void consumed;
     }
 
@@ -132,17 +123,16 @@ export function createAdapterClass(store: Store, box: SecretBox, clients: OAuthC
         return;
       }
       const key = hashId(this.model, id);
-      if (!store.get('oauth_state', rowKey({ model: this.model, id: key }))) return;
-      await store.update((tx) => tx.delete('oauth_state', rowKey({ model: this.model, id: key })));
+      await repos.oauthState.delete(rowKey({ model: this.model, id: key }));
     }
 
     async revokeByGrantId(grantId: string): Promise<void> {
       for (const [key, v] of memory) if (key.startsWith(`${this.model}:`) && v.payload.grantId === grantId) memory.delete(key);
       if (!this.durable) return;
       const ofGrant = (rows: DurableRecord[]) => rows.filter((r) => r.model === this.model && r.grant_id === grantId);
-      if (ofGrant(store.all<'oauth_state', DurableRecord>('oauth_state')).length === 0) return;
-      await store.update((tx) => {
-        for (const r of ofGrant(tx.all<'oauth_state', DurableRecord>('oauth_state'))) tx.delete('oauth_state', rowKey(r));
+      if (ofGrant(await repos.oauthState.list()).length === 0) return;
+      await repos.transaction(async (r) => {
+        for (const row of ofGrant(await r.oauthState.list())) await r.oauthState.delete(rowKey(row));
       });
     }
   };

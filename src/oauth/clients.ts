@@ -4,31 +4,15 @@ import { forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
-import type { Store, StoreReader, Tx } from '../store/store.js';
+import type { OAuthClientRecord } from '../store/records.js';
+import type { Repositories, RepositorySet } from '../store/repositories.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const SECRET_KIND = 'oauth_client_secret';
 
-export interface OAuthClientRecord {
-  client_id: string;
-  name: string;
-  description: string | null;
-  redirect_uris: string[];
-  public: boolean;
-  /** sealed; null for public clients */
-  client_secret: string | null;
-  created_at: string;
-  /** `dynamic`: registered by the client itself (RFC 7591); absent: added by an admin */
-  kind?: 'registered' | 'dynamic';
-  /** a dynamic client's metadata as the authorization server accepted it */
-  metadata?: Record<string, unknown>;
-  /** last authorization or token request of a dynamic client, kept to the day */
-  last_used_at?: string;
-}
+export type { OAuthClientRecord } from '../store/records.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-
-const clientsOf = (db: StoreReader): OAuthClientRecord[] => db.all<'oauth_clients', OAuthClientRecord>('oauth_clients');
 
 /**
  * A redirect URI as registered: absolute, http(s) or a private-use scheme for native apps, no
@@ -82,9 +66,9 @@ export const toPublicClient = (c: OAuthClientRecord): z.infer<typeof oauthClient
 });
 
 /** A removed client's approved grants are revoked and its drafts fail. */
-function endGrantsOfRemovedClients(tx: Tx, removed: Set<string>, now: string, actorId: string | null): void {
-  for (const found of tx.all('access_requests')) {
-    if (removed.has(found.app_client_id) && (found.status === 'approved' || found.status === 'draft')) endGrant(tx.edit('access_requests', found.id)!, now, actorId);
+async function endGrantsOfRemovedClients(repos: RepositorySet, removed: Set<string>, now: string, actorId: string | null): Promise<void> {
+  for (const found of await repos.accessRequests.list()) {
+    if (removed.has(found.app_client_id) && (found.status === 'approved' || found.status === 'draft')) await repos.accessRequests.update(found.id, (r) => endGrant(r, now, actorId));
   }
 }
 
@@ -104,7 +88,7 @@ function endGrant(r: AccessRequestRecord, now: string, actorId: string | null): 
 /** The embedded authorization server's client registry: clients an admin added, and those that registered themselves. */
 export class OAuthClientsService {
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly box: SecretBox,
     private readonly clock: Clock,
   ) {}
@@ -113,13 +97,13 @@ export class OAuthClientsService {
     if (actor.role !== 'admin') throw forbidden('Only an admin can manage OAuth clients.');
   }
 
-  find(clientId: string): OAuthClientRecord | undefined {
-    return this.store.get<'oauth_clients', OAuthClientRecord>('oauth_clients', clientId);
+  find(clientId: string): Promise<OAuthClientRecord | undefined> {
+    return this.repos.oauthClients.get(clientId);
   }
 
-  list(actor: UserRecord): OAuthClientRecord[] {
+  list(actor: UserRecord): Promise<OAuthClientRecord[]> {
     this.requireAdmin(actor);
-    return clientsOf(this.store);
+    return this.repos.oauthClients.list();
   }
 
   /** Answers the record and, for a confidential client, its secret: shown this once, stored sealed. */
@@ -136,23 +120,23 @@ export class OAuthClientsService {
       client_secret: secret ? this.box.seal(SECRET_KIND, clientId, secret) : null,
       created_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.update((tx) => tx.put('oauth_clients', client));
+    await this.repos.oauthClients.put(client);
     return { client, secret };
   }
 
   /** Removing a client also revokes every grant it holds (its tokens stop on their next call). */
   async remove(actor: UserRecord, clientId: string): Promise<void> {
     this.requireAdmin(actor);
-    if (!this.find(clientId)) throw notFound(`No OAuth client ${clientId}.`);
+    if (!(await this.find(clientId))) throw notFound(`No OAuth client ${clientId}.`);
     const now = new Date(this.clock()).toISOString();
-    await this.store.update((tx) => {
-      tx.delete('oauth_clients', clientId);
-      endGrantsOfRemovedClients(tx, new Set([clientId]), now, actor.id);
+    await this.repos.transaction(async (repos) => {
+      await repos.oauthClients.delete(clientId);
+      await endGrantsOfRemovedClients(repos, new Set([clientId]), now, actor.id);
     });
   }
 
-  countDynamic(): number {
-    return clientsOf(this.store).filter((c) => c.kind === 'dynamic').length;
+  async countDynamic(): Promise<number> {
+    return (await this.repos.oauthClients.list()).filter((c) => c.kind === 'dynamic').length;
   }
 
   /** Stores a client that registered itself (RFC 7591), as the authorization server accepted it. */
@@ -172,21 +156,20 @@ export class OAuthClientsService {
       metadata,
       last_used_at: now,
     };
-    await this.store.update((tx) => {
+    await this.repos.transaction(async (repos) => {
       // a new registration under an old id goes last, as a new client
-      tx.delete('oauth_clients', clientId);
-      tx.put('oauth_clients', record);
+      await repos.oauthClients.delete(clientId);
+      await repos.oauthClients.put(record);
     });
   }
 
   /** Marks a dynamic client as used today (one write a day at most), so it is not swept. */
   async touch(clientId: string): Promise<void> {
-    const c = this.find(clientId);
+    const c = await this.find(clientId);
     if (c?.kind !== 'dynamic' || (c.last_used_at && this.clock() - Date.parse(c.last_used_at) < DAY_MS)) return;
     const now = new Date(this.clock()).toISOString();
-    await this.store.update((tx) => {
-      const row = tx.edit<'oauth_clients', OAuthClientRecord>('oauth_clients', clientId);
-      if (row) row.last_used_at = now;
+    await this.repos.oauthClients.update(clientId, (row) => {
+      row.last_used_at = now;
     });
   }
 
@@ -197,22 +180,22 @@ export class OAuthClientsService {
   async sweepDynamic(days: number): Promise<number> {
     if (days <= 0) return 0;
     const cutoff = this.clock() - days * DAY_MS;
-    const stale = clientsOf(this.store)
+    const stale = (await this.repos.oauthClients.list())
       .filter((c) => c.kind === 'dynamic' && Date.parse(c.last_used_at ?? c.created_at) < cutoff)
       .map((c) => c.client_id);
     if (stale.length === 0) return 0;
     const gone = new Set(stale);
     const now = new Date(this.clock()).toISOString();
-    await this.store.update((tx) => {
-      for (const id of gone) tx.delete('oauth_clients', id);
-      endGrantsOfRemovedClients(tx, gone, now, null);
+    await this.repos.transaction(async (repos) => {
+      for (const id of gone) await repos.oauthClients.delete(id);
+      await endGrantsOfRemovedClients(repos, gone, now, null);
     });
     return stale.length;
   }
 
   /** The metadata oidc-provider needs for a client, secret opened only here. */
-  providerMetadata(clientId: string): Record<string, unknown> | undefined {
-    const c = this.find(clientId);
+  async providerMetadata(clientId: string): Promise<Record<string, unknown> | undefined> {
+    const c = await this.find(clientId);
     if (!c) return undefined;
     if (c.kind === 'dynamic' && c.metadata) return { ...c.metadata };
     return {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import type { SecretBox } from '../store/crypto.js';
-import type { Store } from '../store/store.js';
+import type { Repositories } from '../store/repositories.js';
 
 const KIND = 'oauth_signing_keys';
 
@@ -23,14 +23,14 @@ const publicOf = ({ d, p, q, dp, dq, qi, ...pub }: JWK): JWK => pub;
  * The authorization server's signing keys: ES256 for access tokens (first, so it is the default)
  * and RS256 for ID tokens, created on first start and kept sealed in the store.
  */
-export async function loadSigningKeys(store: Store, box: SecretBox): Promise<SigningKeys> {
-  const sealed = store.doc('oauth_keys');
+export async function loadSigningKeys(repos: Repositories, box: SecretBox): Promise<SigningKeys> {
+  const sealed = await repos.signingKeys.get();
   let keys: JWK[];
   if (sealed) {
     keys = JSON.parse(box.open(KIND, 'jwks', sealed)) as JWK[];
   } else {
     keys = [await generate('ES256'), await generate('RS256')];
-    await store.update((tx) => tx.setDoc('oauth_keys', box.seal(KIND, 'jwks', JSON.stringify(keys))));
+    await repos.signingKeys.set(box.seal(KIND, 'jwks', JSON.stringify(keys)));
   }
   return { keys, publicKeys: keys.map(publicOf) };
 }

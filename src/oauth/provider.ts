@@ -120,10 +120,10 @@ export async function createAuthorizationServer(
   });
 
   /** A resource value of this daemon, normalised, or invalid_target (another origin, an unknown path or instance). */
-  const targetOf = (resource: string) => {
+  const targetOf = async (resource: string) => {
     const found = resourceTarget(base, resource);
     if (!found) throw new errors.InvalidTarget(`${resource} is not a resource of this svc: use ${base}, ${base}/v1 or an MCP proxy URL (svc mcp list)`);
-    if (found.target.kind === 'mcp' && !instances.find(found.target.instanceId)) {
+    if (found.target.kind === 'mcp' && !(await instances.find(found.target.instanceId))) {
       throw new errors.InvalidTarget('no MCP instance has that proxy URL');
     }
     return found;
@@ -152,7 +152,7 @@ export async function createAuthorizationServer(
       .split(' ')
       .find(isAccessRequestScope);
 
-  const Adapter = createAdapterClass(deps.store, deps.box, clients, deps.clock);
+  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock);
   const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
   const secure = base.startsWith('https:');
   const provider = await withQuietConsole(deps.logger, () => {
@@ -166,7 +166,7 @@ export async function createAuthorizationServer(
         names: { session: 'svc_oauth_session', interaction: 'svc_oauth_interaction', resume: 'svc_oauth_resume' },
       },
       async findAccount(_ctx: OidcCtx, sub: string) {
-        const user = deps.store.get('users', sub);
+        const user = await deps.repos.users.get(sub);
         return user ? { accountId: user.id, claims: async () => ({ sub: user.id }) } : undefined;
       },
       // The roles are known scopes too: MCP hosts (the MCP SDK) put the scope they were told
@@ -194,11 +194,11 @@ export async function createAuthorizationServer(
           defaultResource: async () => audience,
           useGrantedResource: async () => true,
           async getResourceServerInfo(ctx: OidcCtx, resource: string, client: OidcModel) {
-            const { canonical } = targetOf(resource);
+            const { canonical } = await targetOf(resource);
             if (ctx.oidc.route !== 'token') {
               // svc's own flow names the approved request in the scope; a standard client names a role.
               const accountId = ctx.oidc.session?.accountId;
-              return resourceServerInfo(canonical, requests.approvedScopesFor(client.clientId, accountId));
+              return resourceServerInfo(canonical, await requests.approvedScopesFor(client.clientId, accountId));
             }
             // At the token endpoint the grant must still stand on an approved access request of this
             // client and user; if not, the whole token family ends here.
@@ -206,7 +206,7 @@ export async function createAuthorizationServer(
             const source = entities.AuthorizationCode ?? entities.RefreshToken;
             const grant = entities.Grant ?? (source?.grantId ? await ctx.oidc.provider.Grant.find(source.grantId) : undefined);
             const scope = grantedRequestScope(grant, resource);
-            const record = scope ? requests.get(scope.slice(ACCESS_REQUEST_SCOPE_PREFIX.length)) : undefined;
+            const record = scope ? await requests.get(scope.slice(ACCESS_REQUEST_SCOPE_PREFIX.length)) : undefined;
             if (!scope || !record || record.status !== 'approved' || record.app_client_id !== client.clientId || record.user_id !== source?.accountId) {
               if (source?.grantId) await endTokenFamily(source.grantId);
               throw new errors.InvalidGrant('the access request behind this grant is no longer approved');
@@ -274,7 +274,7 @@ export async function createAuthorizationServer(
         throw new errors.InvalidRequest(`requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
       }
       const resource = params.resource ? String(params.resource) : audience;
-      const { canonical } = targetOf(resource);
+      const { canonical } = await targetOf(resource);
       let subject;
       try {
         subject = await verifier.verify(String(params.subject_token ?? ''));
@@ -286,7 +286,7 @@ export async function createAuthorizationServer(
       if (scopes.length !== 1 || !scopes[0].startsWith(ACCESS_REQUEST_SCOPE_PREFIX)) {
         throw new errors.InvalidScope('request exactly one scope_access_request:<id>');
       }
-      if (!requests.approvedScopesFor(client.clientId, subject.user.id).includes(scopes[0])) {
+      if (!(await requests.approvedScopesFor(client.clientId, subject.user.id)).includes(scopes[0])) {
         throw new errors.InvalidScope('that access request is not approved for this client and user', scopes[0]);
       }
       const { Grant, AccessToken, ResourceServer } = ctx.oidc.provider;
@@ -328,8 +328,8 @@ export async function createAuthorizationServer(
   };
 
   /** What the client is, for the person deciding: registered by an admin, by itself, or by a metadata document. */
-  const clientKind = (clientId: string): OAuthClientKind => {
-    const known = clients.find(clientId);
+  const clientKind = async (clientId: string): Promise<OAuthClientKind> => {
+    const known = await clients.find(clientId);
     if (known) return known.kind ?? 'registered';
     return /^https:/.test(clientId) ? 'metadata_document' : 'registered';
   };
@@ -368,7 +368,7 @@ export async function createAuthorizationServer(
         ctx.set('Retry-After', '60');
         return oauthError(ctx, 429, 'rate_limited', 'Too many client registrations from this address; try again in a minute.');
       }
-      if (clients.countDynamic() >= config.dynamicClientMax) {
+      if ((await clients.countDynamic()) >= config.dynamicClientMax) {
         return oauthError(ctx, 429, 'too_many_clients', 'svc holds as many self-registered clients as it may; ask the person to remove unused ones (svc clients list).');
       }
     }
@@ -401,7 +401,7 @@ export async function createAuthorizationServer(
     // (even with prompt=consent, which would otherwise ask again for ever).
     const deny = (description: string) => finish({ error: 'access_denied', error_description: description }, true);
     if (details.prompt.name === 'login') {
-      const user = sessionUser(ctx, deps);
+      const user = await sessionUser(ctx, deps);
       if (!user) {
         ctx.redirect(`/ui/login?next=${encodeURIComponent(ctx.path)}`);
         return;
@@ -430,7 +430,7 @@ export async function createAuthorizationServer(
     const named = requested.filter(isAccessRequestScope);
     if (named.length > 1) return finish({ error: 'invalid_scope', error_description: 'request at most one scope_access_request:<id>' }, true);
     if (named.length === 1) {
-      if (!requests.approvedScopesFor(clientId, accountId).includes(named[0])) return deny('that access request is not approved for this app by this user');
+      if (!(await requests.approvedScopesFor(clientId, accountId)).includes(named[0])) return deny('that access request is not approved for this app by this user');
       return grantRequest(named[0]);
     }
 
@@ -443,9 +443,9 @@ export async function createAuthorizationServer(
       const mcpUrls: string[] = [];
       const suggested: string[] = [];
       for (const resource of resources) {
-        const { target } = targetOf(resource);
+        const { target } = await targetOf(resource);
         if (target.kind !== 'mcp') continue;
-        const instance = instances.find(target.instanceId);
+        const instance = await instances.find(target.instanceId);
         if (!instance) continue;
         mcpUrls.push(instance.url);
         suggested.push(instance.id);
@@ -459,7 +459,7 @@ export async function createAuthorizationServer(
         origin: {
           interaction: uid,
           redirect_uri: String(details.params.redirect_uri ?? ''),
-          client_kind: clientKind(clientId),
+          client_kind: await clientKind(clientId),
           client_name: typeof client?.clientName === 'string' ? client.clientName.slice(0, 100) : null,
           suggested_instance_ids: suggested,
         },
@@ -471,7 +471,7 @@ export async function createAuthorizationServer(
       ctx.status = 303;
       return;
     }
-    const record = requests.get(pending.id);
+    const record = await requests.get(pending.id);
     if (!record) return deny('the access request is gone');
     if (record.status === 'draft') {
       ctx.status = 303;

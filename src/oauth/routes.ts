@@ -19,7 +19,7 @@ export function oauthClientRoutes(clients: OAuthClientsService): AnyRouteDef[] {
       auth: 'session',
       responses: { 200: { description: 'Clients', schema: z.object({ data: z.array(oauthClient) }) } },
       errors: [401, 403],
-      handler: (ctx) => ({ data: clients.list(ctx.state.user!).map(toPublicClient) }),
+      handler: async (ctx) => ({ data: (await clients.list(ctx.state.user!)).map(toPublicClient) }),
     }),
     defineRoute({
       method: 'post',

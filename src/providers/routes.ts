@@ -15,9 +15,9 @@ export function providerRoutes(providers: ProvidersService): AnyRouteDef[] {
       auth: 'session',
       responses: { 200: { description: 'Providers', schema: z.object({ data: z.array(provider) }) } },
       errors: [401, 403],
-      handler(ctx) {
+      async handler(ctx) {
         providers.requirePowerUser(ctx.state.user!);
-        return { data: providers.list().map(toPublicProvider) };
+        return { data: (await providers.list()).map(toPublicProvider) };
       },
     }),
     defineRoute({

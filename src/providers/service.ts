@@ -6,26 +6,14 @@ import { atLeast } from '../auth/roles.js';
 import { callUpstream, readBody, upstreamUrl } from '../upstream/client.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { UserRecord } from '../store/schema.js';
-import type { Store, StoreReader } from '../store/store.js';
+import type { ProviderRecord } from '../store/records.js';
+import type { Repositories } from '../store/repositories.js';
 import type { createProviderBody, provider } from './schemas.js';
 
 const KEY_KIND = 'provider_api_key';
 export const DEFAULT_TIMEOUT_MS = 120_000;
 
-export interface ProviderRecord {
-  name: string;
-  base_url: string;
-  /** sealed with kind provider_api_key, id = name */
-  api_key: string | null;
-  models: string[];
-  discovered_models: string[];
-  discovered_at: string | null;
-  discovery_error: string | null;
-  timeout_ms: number;
-  created_at: string;
-}
-
-export const providersOf = (db: StoreReader): ProviderRecord[] => db.all<'providers', ProviderRecord>('providers');
+export type { ProviderRecord } from '../store/records.js';
 
 export const toPublicProvider = (p: ProviderRecord): z.infer<typeof provider> => ({
   name: p.name,
@@ -44,7 +32,7 @@ export class ProvidersService {
   private readonly openedKeys = new Map<string, { sealed: string; key: string }>();
 
   constructor(
-    private readonly store: Store,
+    private readonly repos: Repositories,
     private readonly box: SecretBox,
     private readonly clock: Clock,
     private readonly logger: Logger,
@@ -54,16 +42,16 @@ export class ProvidersService {
     if (!atLeast(actor.role, 'power_user')) throw forbidden('Providers are managed by power users and above.');
   }
 
-  list(): ProviderRecord[] {
-    return providersOf(this.store);
+  list(): Promise<ProviderRecord[]> {
+    return this.repos.providers.list();
   }
 
-  find(name: string): ProviderRecord | undefined {
-    return this.list().find((p) => p.name === name);
+  find(name: string): Promise<ProviderRecord | undefined> {
+    return this.repos.providers.get(name);
   }
 
-  get(name: string): ProviderRecord {
-    const found = this.find(name);
+  async get(name: string): Promise<ProviderRecord> {
+    const found = await this.find(name);
     if (!found) throw notFound(`No provider named ${name}.`);
     return found;
   }
@@ -96,9 +84,9 @@ export class ProvidersService {
       timeout_ms: input.timeout_ms ?? DEFAULT_TIMEOUT_MS,
       created_at: new Date(this.clock()).toISOString(),
     };
-    await this.store.update((tx) => {
-      if (tx.get('providers', input.name)) throw conflict('provider_exists', `A provider named ${input.name} exists already.`);
-      tx.put('providers', record);
+    await this.repos.transaction(async (repos) => {
+      if (await repos.providers.get(input.name)) throw conflict('provider_exists', `A provider named ${input.name} exists already.`);
+      await repos.providers.put(record);
     });
     return (await this.refresh(actor, input.name).catch(() => undefined)) ?? record;
   }
@@ -106,7 +94,7 @@ export class ProvidersService {
   /** Asks the provider's GET /models; a failure is recorded, not thrown, so an offline server can be added. */
   async refresh(actor: UserRecord, name: string): Promise<ProviderRecord> {
     this.requirePowerUser(actor);
-    const p = this.get(name);
+    const p = await this.get(name);
     let discovered: string[] | null = null;
     let error: string | null = null;
     try {
@@ -119,24 +107,23 @@ export class ProvidersService {
       error = err instanceof Error && /answered/.test(err.message) ? err.message : 'the provider could not be reached or did not answer a model list';
       this.logger.warn({ provider: name }, 'model discovery failed');
     }
-    return this.store.update((tx) => {
-      const rec = tx.edit<'providers', ProviderRecord>('providers', name);
-      if (!rec) throw notFound(`No provider named ${name}.`);
+    const updated = await this.repos.providers.update(name, (rec) => {
       if (discovered) {
         rec.discovered_models = [...new Set(discovered)];
         rec.discovered_at = new Date(this.clock()).toISOString();
       }
       rec.discovery_error = error;
-      return rec;
     });
+    if (!updated) throw notFound(`No provider named ${name}.`);
+    return updated;
   }
 
   async remove(actor: UserRecord, name: string): Promise<void> {
     this.requirePowerUser(actor);
-    this.get(name);
-    await this.store.update((tx) => {
-      tx.delete('providers', name);
-      for (const a of tx.all<'model_aliases', { id: string; provider: string }>('model_aliases')) if (a.provider === name) tx.delete('model_aliases', a.id);
+    await this.get(name);
+    await this.repos.transaction(async (repos) => {
+      await repos.providers.delete(name);
+      for (const a of await repos.modelAliases.list()) if (a.provider === name) await repos.modelAliases.delete(a.id);
     });
     this.openedKeys.delete(name);
   }

@@ -171,7 +171,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
    * the model id must change or an alias adds defaults.
    */
   async function forward(ctx: AppContext, endpoint: Endpoint, raw: string, body: Record<string, unknown>, stream: boolean): Promise<void> {
-    const resolved = catalog.resolve(String(body.model));
+    const resolved = await catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
     let outgoing = raw;
     if (resolved.defaults || resolved.upstreamModel !== body.model) {
@@ -281,9 +281,9 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       plane: 'data',
       responses: { 200: { description: 'OpenAI model list', schema: modelList } },
       errors: [401, 403],
-      handler: () => ({
+      handler: async () => ({
         object: 'list' as const,
-        data: catalog.listPublic().map((m) => ({ id: m.id, object: 'model' as const, created: m.created, owned_by: m.owned_by })),
+        data: (await catalog.listPublic()).map((m) => ({ id: m.id, object: 'model' as const, created: m.created, owned_by: m.owned_by })),
       }),
     }),
     defineRoute({
@@ -299,8 +299,8 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       params: modelParams,
       responses: { 200: { description: 'OpenAI model object', schema: modelObject } },
       errors: [401, 403, 404],
-      handler: (_ctx, { params }) => {
-        const m = catalog.describe(params.id);
+      handler: async (_ctx, { params }) => {
+        const m = await catalog.describe(params.id);
         if (!m) throw modelNotFound(params.id);
         return { id: m.id, object: 'model' as const, created: m.created, owned_by: m.owned_by };
       },

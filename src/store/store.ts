@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { isDeepStrictEqual } from 'node:util';
 import { storeWriteFailed } from './durable-file.js';
 import { JournalFiles, type StoreBackend, type StoreContents } from './journal.js';
@@ -7,6 +8,8 @@ export { STORE_FILE } from './journal.js';
 export type { StoreReader, Tx } from './tables.js';
 
 const DELETED = Symbol('deleted');
+/** set while a transaction's `fn` runs: a transaction started inside it would wait for itself */
+const inTransaction = new AsyncLocalStorage<boolean>();
 type Slot = unknown | typeof DELETED;
 /** where docs live in the overlay and in a transaction's changes, beside the collections */
 const DOCS = '#docs';
@@ -46,6 +49,11 @@ export class Store implements StoreReader {
   private groupNo = 1;
   private flushing: Promise<void> | null = null;
   private closed = false;
+  /** a transaction's `fn` is running; the next ones wait in `queue` */
+  private running = false;
+  /** how many writes have failed: a transaction that saw one fail while it ran is refused */
+  private failures = 0;
+  private readonly queue: (() => void)[] = [];
   private readonly watchers = new Map<CollectionName, ((key: string, record: unknown) => void)[]>();
   /** why the last write failed (a FileWriteError names the file), until one succeeds */
   lastWriteError: unknown = null;
@@ -119,22 +127,40 @@ export class Store implements StoreReader {
   /**
    * Runs `fn` in a transaction against the latest data and resolves with its result once the
    * change is durable; only then do readers see it. If `fn` throws, nothing changes.
+   * Transactions run one at a time (a later one waits for an earlier one's `fn` to finish, not
+   * for its write), so `fn` may await the repositories it is given; it must await nothing else,
+   * and never start a transaction of its own (that would wait for itself: it throws instead).
    */
-  async update<R>(fn: (tx: Tx) => R): Promise<R> {
+  async update<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
     if (this.closed) throw storeWriteFailed(new Error('store is closed'));
-    const tx = new Transaction(this);
-    const result = fn(tx);
-    const ops = tx.finish();
-    if (ops.length === 0) return result;
-    const group = this.groupNo;
-    for (const op of ops) {
-      if (freezeRecords && op[0] !== 'd') deepFreeze(op[3]);
-      const [space, key, value] = op[0] === 's' ? [DOCS, op[1], op[2]] : [op[1], op[2], op[0] === 'd' ? DELETED : op[3]];
-      let slots = this.overlay.get(space);
-      if (!slots) this.overlay.set(space, (slots = new Map()));
-      slots.set(key, { value, group });
+    if (inTransaction.getStore()) throw new Error('a transaction was started inside another one: use the repositories the transaction gives');
+    if (this.running) await new Promise<void>((resolve) => this.queue.push(resolve));
+    else this.running = true;
+    let result: R;
+    try {
+      const tx = new Transaction(this);
+      const epoch = this.failures;
+      const out = inTransaction.run(true, () => fn(tx));
+      result = out instanceof Promise ? await out : out;
+      // A failed write dropped changes this transaction may have read: it must not build on them.
+      if (this.failures !== epoch) throw storeWriteFailed(this.lastWriteError);
+      const ops = tx.finish();
+      if (ops.length === 0) return result;
+      const group = this.groupNo;
+      for (const op of ops) {
+        if (freezeRecords && op[0] !== 'd') deepFreeze(op[3]);
+        const [space, key, value] = op[0] === 's' ? [DOCS, op[1], op[2]] : [op[1], op[2], op[0] === 'd' ? DELETED : op[3]];
+        let slots = this.overlay.get(space);
+        if (!slots) this.overlay.set(space, (slots = new Map()));
+        slots.set(key, { value, group });
+      }
+      this.forming.ops.push(...ops);
+    } finally {
+      // The next transaction reads this one's changes from the overlay.
+      const next = this.queue.shift();
+      if (next) next();
+      else this.running = false;
     }
-    this.forming.ops.push(...ops);
     await new Promise<void>((resolve, reject) => {
       this.forming.waiters.push({ resolve, reject });
       if (!this.flushing) this.flushing = this.flushLoop();
@@ -173,6 +199,7 @@ export class Store implements StoreReader {
       } catch (err) {
         // Drop everything not yet durable, including what is queued behind this group.
         this.overlay.clear();
+        this.failures++;
         this.lastWriteError = err;
         const failed = storeWriteFailed(err);
         for (const w of [...group.waiters, ...this.forming.waiters]) w.reject(failed);

@@ -1,9 +1,8 @@
+import type { AliasRecord, OAuthClientRecord, OAuthStateRecord, ProviderRecord, PullRecord, ToolCache } from './records.js';
 import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from './schema.js';
 
 /**
- * The store's collections, each a set of records under a key. Features that own a collection's
- * record type (OAuth clients, providers, ...) name it through `Tx.get<T>`; the store itself only
- * needs each record's key.
+ * The store's collections, each a set of records under a key.
  */
 export interface CollectionRecords {
   users: UserRecord;
@@ -11,13 +10,13 @@ export interface CollectionRecords {
   mcp_instances: McpInstanceRecord;
   access_requests: AccessRequestRecord;
   api_keys: ApiKeyRecord;
-  oauth_clients: { client_id: string };
-  oauth_state: { model: string; id: string };
-  providers: { name: string };
-  model_aliases: { id: string };
-  model_pulls: { id: string };
+  oauth_clients: OAuthClientRecord;
+  oauth_state: OAuthStateRecord;
+  providers: ProviderRecord;
+  model_aliases: AliasRecord;
+  model_pulls: PullRecord;
   /** keyed by MCP instance id; stored as an object, not an array */
-  mcp_tools: object;
+  mcp_tools: ToolCache;
 }
 
 export type CollectionName = keyof CollectionRecords;
@@ -32,7 +31,7 @@ export type DocName = keyof DocValues;
 const keyed =
   <N extends CollectionName>(field: string) =>
   (rec: CollectionRecords[N]) =>
-    String((rec as Record<string, unknown>)[field]);
+    String((rec as unknown as Record<string, unknown>)[field]);
 
 /** How each collection names its records; `null`: the key is given with each put (an object on disk). */
 export const COLLECTION_KEYS: { [N in CollectionName]: ((rec: CollectionRecords[N]) => string) | null } = {

@@ -10,3 +10,6 @@ export type AppRole = (typeof appRoles)[number];
 
 export const accessRequestStatuses = ['draft', 'approved', 'denied', 'expired', 'failed', 'revoked'] as const;
 export type AccessRequestStatus = (typeof accessRequestStatuses)[number];
+
+export const pullStatuses = ['queued', 'downloading', 'verifying', 'done', 'failed'] as const;
+export type PullStatus = (typeof pullStatuses)[number];

@@ -9,12 +9,12 @@ import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
 /** `/ui`: who is signed in, and the requests waiting for a decision. */
 export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: AccessRequestsService): void {
   router.get('/ui', async function showHome(ctx) {
-    const user = sessionUser(ctx, deps);
+    const user = await sessionUser(ctx, deps);
     if (!user) {
       ctx.redirect('/ui/login?next=%2Fui');
       return;
     }
-    const drafts = requests.list(user, 'draft');
+    const drafts = await requests.list(user, 'draft');
     sendPage(ctx, 200, 'svc', () => html`<div class="card">
 <h1>svc</h1>
 <p>Signed in as <strong>${user.username}</strong> (${USER_ROLE_NAMES[user.role]}). <a href="/ui/logout">Log out</a></p>

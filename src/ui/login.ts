@@ -63,7 +63,7 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
 
   router.get('/ui/login', async function showLogin(ctx) {
     const next = safeNext(ctx.query.next, deps.baseUrl());
-    if (sessionUser(ctx, deps)) {
+    if (await sessionUser(ctx, deps)) {
       ctx.redirect(next);
       return;
     }

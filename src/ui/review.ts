@@ -26,7 +26,7 @@ export const DENY_PATH = `${REVIEW_PATH}/deny`;
 /** Where a popup-flow decision lands (post, redirect, get): a reload shows the outcome again, never re-posts. */
 const DONE_PATH = `${REVIEW_PATH}/done`;
 
-type ReviewData = ReturnType<typeof reviewView>;
+type ReviewData = Awaited<ReturnType<typeof reviewView>>;
 type Form = Record<string, unknown>;
 
 const ROLES: Record<AppRole, { name: string; detail: string }> = {
@@ -342,7 +342,7 @@ export function mountReviewUi(
   router: Router<AppState>,
   deps: AppDeps,
   requests: AccessRequestsService,
-  ownedInstances: (user: UserRecord) => McpInstanceRecord[],
+  ownedInstances: (user: UserRecord) => Promise<McpInstanceRecord[]>,
   sameOrigin: Middleware<AppState>,
 ): void {
   const sameOriginPage: Middleware<AppState> = async (ctx, next) => {
@@ -364,24 +364,24 @@ export function mountReviewUi(
   };
 
   /** Loads what the page needs, or answers with the right page itself (and returns undefined). */
-  function load(ctx: AppContext, id: string, user: UserRecord): { record: AccessRequestRecord; view: ReviewData } | undefined {
-    const record = requests.get(id);
+  async function load(ctx: AppContext, id: string, user: UserRecord): Promise<{ record: AccessRequestRecord; view: ReviewData } | undefined> {
+    const record = await requests.get(id);
     if (!record) {
       renderGone(ctx, 'unknown');
       return undefined;
     }
-    const info = requests.appInfoFor(record);
+    const info = await requests.appInfoFor(record);
     if (record.status !== 'draft') {
       renderGone(ctx, record.status, record, info);
       return undefined;
     }
-    return { record, view: reviewView(requests, record, user, deps.clock(), ownedInstances(user)) };
+    return { record, view: await reviewView(requests, record, user, deps.clock(), await ownedInstances(user)) };
   }
 
   /** The GET pages' request id and user; with no session, a 303 to the login form and back. */
-  function viewer(ctx: AppContext): { id: string; user?: UserRecord } {
+  async function viewer(ctx: AppContext): Promise<{ id: string; user?: UserRecord }> {
     const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
-    const user = sessionUser(ctx, deps);
+    const user = await sessionUser(ctx, deps);
     if (!user) {
       ctx.status = 303;
       ctx.redirect(loginHref(id));
@@ -391,9 +391,9 @@ export function mountReviewUi(
   }
 
   router.get(REVIEW_PATH, async function showReview(ctx) {
-    const { id, user } = viewer(ctx);
+    const { id, user } = await viewer(ctx);
     if (!user) return;
-    const decided = requests.get(id);
+    const decided = await requests.get(id);
     if (decided?.authorize && decided.redirect_url && decided.user_id === user.id && (decided.status === 'approved' || decided.status === 'denied')) {
       // decided on another surface: the sign-in that is waiting for it goes on
       ctx.status = 303;
@@ -401,7 +401,7 @@ export function mountReviewUi(
       ctx.status = 303;
       return;
     }
-    const loaded = load(ctx, id, user);
+    const loaded = await load(ctx, id, user);
     if (loaded) renderReview(ctx, loaded.view, user, csrfToken(ctx) ?? '', { redirectUrl: loaded.record.redirect_url });
   });
 
@@ -409,13 +409,13 @@ export function mountReviewUi(
   async function decide(ctx: AppContext, decision: (user: UserRecord, record: AccessRequestRecord, form: Form) => Promise<AccessRequestRecord>, selection: (form: Form, record: AccessRequestRecord) => Selection) {
     const form = formOf(ctx);
     const id = typeof form.id === 'string' ? form.id.slice(0, 100) : '';
-    const user = sessionUser(ctx, deps);
+    const user = await sessionUser(ctx, deps);
     if (!user) return renderSignedOut(ctx, id);
-    const record = requests.get(id);
+    const record = await requests.get(id);
     if (!record) return renderGone(ctx, 'unknown');
     const csrf = csrfToken(ctx) ?? '';
     if (!sameToken(form._csrf, csrf)) {
-      const loaded = load(ctx, id, user);
+      const loaded = await load(ctx, id, user);
       if (loaded) {
         const stale = new AppError('invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
         renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selection(form, record) });
@@ -428,12 +428,12 @@ export function mountReviewUi(
     } catch (caught) {
       const err = fromStoreError(caught);
       if (!(err instanceof AppError) || !err.expose) throw err;
-      const fresh = requests.get(id);
+      const fresh = await requests.get(id);
       if (err.code === 'expired' || err.code === 'already_processed' || !fresh || fresh.status !== 'draft') {
         const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
-        return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? requests.appInfoFor(fresh) : undefined, err.status);
+        return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? await requests.appInfoFor(fresh) : undefined, err.status);
       }
-      const view = reviewView(requests, fresh, user, deps.clock(), ownedInstances(user));
+      const view = await reviewView(requests, fresh, user, deps.clock(), await ownedInstances(user));
       return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record) });
     }
     // A sign-in (authorization endpoint) goes on through the done page: a form post's redirects
@@ -451,12 +451,12 @@ export function mountReviewUi(
   }
 
   router.get(DONE_PATH, async function showOutcome(ctx) {
-    const { id, user } = viewer(ctx);
+    const { id, user } = await viewer(ctx);
     if (!user) return;
-    const record = requests.get(id);
+    const record = await requests.get(id);
     if (!record || !requests.visibleTo(record, user)) return renderGone(ctx, 'unknown');
     if (record.authorize && record.redirect_url && (record.status === 'approved' || record.status === 'denied')) return renderResume(ctx, record);
-    if (record.status === 'approved' || record.status === 'denied') return renderOutcome(ctx, record, requests.appInfoFor(record));
+    if (record.status === 'approved' || record.status === 'denied') return renderOutcome(ctx, record, await requests.appInfoFor(record));
     ctx.status = 303;
     ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(id)}`);
     ctx.status = 303;

@@ -1,0 +1,92 @@
+import type { PullStatus } from './vocabulary.js';
+
+/**
+ * The records of the collections whose features keep them out of db.json's zod schema (it checks
+ * only the core ones): their shapes live here, beside the repositories that store them, so that
+ * a second backend needs nothing from the features.
+ */
+
+export interface OAuthClientRecord {
+  client_id: string;
+  name: string;
+  description: string | null;
+  redirect_uris: string[];
+  public: boolean;
+  /** sealed; null for public clients */
+  client_secret: string | null;
+  created_at: string;
+  /** `dynamic`: registered by the client itself (RFC 7591); absent: added by an admin */
+  kind?: 'registered' | 'dynamic';
+  /** a dynamic client's metadata as the authorization server accepted it */
+  metadata?: Record<string, unknown>;
+  /** last authorization or token request of a dynamic client, kept to the day */
+  last_used_at?: string;
+}
+
+/** A refresh token or grant of the authorization server, sealed (src/oauth/adapter.ts). */
+export interface OAuthStateRecord {
+  model: string;
+  /** sha256 of the record id: for a refresh token the id is the token itself */
+  id: string;
+  /** sealed JSON payload */
+  payload: string;
+  grant_id: string | null;
+  expires_at: number | null;
+  /** ms; absent on rows written before it was kept */
+  created_at?: number;
+}
+
+export interface ProviderRecord {
+  name: string;
+  base_url: string;
+  /** sealed with kind provider_api_key, id = name */
+  api_key: string | null;
+  models: string[];
+  discovered_models: string[];
+  discovered_at: string | null;
+  discovery_error: string | null;
+  timeout_ms: number;
+  created_at: string;
+}
+
+export interface AliasRecord {
+  id: string;
+  provider: string;
+  model: string;
+  /** request fields applied unless the app sets them */
+  defaults: Record<string, unknown>;
+  created_at: string;
+  /** the user who created it (through a session or an app token); absent on aliases made before owners were kept */
+  owner_id?: string | null;
+}
+
+export interface PullRecord {
+  id: string;
+  url: string;
+  filename: string;
+  sha256: string | null;
+  status: PullStatus;
+  bytes_done: number;
+  bytes_total: number | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  /** the user it was started for (session or app token); absent on downloads made before owners were kept */
+  user_id?: string | null;
+  /** started by an app token: only public addresses, and the app sees no more than done or failed */
+  by_app?: boolean;
+  /** the sha256 the caller gave, if any (`sha256` becomes the digest of what was found) */
+  expected_sha256?: string | null;
+}
+
+export interface CachedTool {
+  name: string;
+  description?: string;
+  input_schema: unknown;
+}
+
+/** An MCP instance's tool list as last fetched; stored under the instance's id. */
+export interface ToolCache {
+  tools: CachedTool[];
+  refreshed_at: string;
+}

@@ -1,0 +1,113 @@
+import type { AliasRecord, OAuthClientRecord, OAuthStateRecord, ProviderRecord, PullRecord, ToolCache } from './records.js';
+import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from './schema.js';
+
+/**
+ * The seam between svc's features and where their data lives (issue 12). Every feature reaches
+ * its records through its own repository below, and nothing outside src/store sees how they are
+ * stored. A second backend (a team server's database) implements these interfaces; the features
+ * do not change. Two implementations exist: `storeRepositories` over the journaled store, and
+ * `memoryRepositories`, which keeps everything in memory, for the service unit tests.
+ *
+ * Every method is async, so a backend may be remote. Called on the `Repositories` object, each
+ * call is its own atomic change; `transaction` groups several. Reads outside a transaction see
+ * durable data only: a change shows once it is acknowledged, never before.
+ */
+
+/** Records under a key, with the conditional write every feature needs. */
+export interface RecordRepository<T> {
+  get(key: string): Promise<T | undefined>;
+  /** every record, in the order they were first stored */
+  list(): Promise<T[]>;
+  count(): Promise<number>;
+  /** stores a record, new or in place of the one under its key */
+  put(record: T): Promise<T>;
+  /** whether there was one */
+  delete(key: string): Promise<boolean>;
+  /**
+   * The conditional write: `change` edits a copy of the current record and may throw to refuse
+   * (then nothing is written). The check and the write are one atomic step, so of two concurrent
+   * decisions on a draft exactly one sees `draft`. Answers the stored record; undefined (and
+   * `change` not called) when there is none.
+   */
+  update(key: string, change: (record: T) => void): Promise<T | undefined>;
+  /** Each durable change (the new record, or undefined once deleted): an index follows it instead of rebuilding. */
+  onChange(fn: (key: string, record: T | undefined) => void): void;
+}
+
+/** A single value stored whole (`meta`, the sealed signing keys). */
+export interface ValueRepository<T> {
+  get(): Promise<T>;
+  set(value: T): Promise<void>;
+}
+
+export interface DraftCaps {
+  perClient: number;
+  total: number;
+}
+
+export type DraftInsert = { stored: true } | { stored: false; full: 'client' | 'all'; count: number };
+
+export interface AccessRequestRepository extends RecordRepository<AccessRequestRecord> {
+  /**
+   * Stores a new draft unless the undecided drafts (status draft, not expired at `now`, the
+   * changes still being written included) already reach a cap: for its app_client_id, or in all.
+   * Counting and storing are one atomic step.
+   */
+  insertDraft(record: AccessRequestRecord, caps: DraftCaps, now: number): Promise<DraftInsert>;
+  /** Approved requests that `clientId` made (and `userId` approved, when given). */
+  approvedFor(clientId: string, userId?: string): Promise<AccessRequestRecord[]>;
+}
+
+export interface ApiKeyRepository extends RecordRepository<ApiKeyRecord> {
+  /** The key with this sha256 hash: one lookup, whatever the number of keys. */
+  findByHash(keyHash: string): Promise<ApiKeyRecord | undefined>;
+}
+
+export interface UserRepository extends RecordRepository<UserRecord> {
+  /** usernames compare case-insensitively */
+  findByName(username: string): Promise<UserRecord | undefined>;
+}
+
+export type SessionRepository = RecordRepository<SessionRecord>;
+export type McpInstanceRepository = RecordRepository<McpInstanceRecord>;
+export type OAuthClientRepository = RecordRepository<OAuthClientRecord>;
+export type OAuthStateRepository = RecordRepository<OAuthStateRecord>;
+export type ProviderRepository = RecordRepository<ProviderRecord>;
+export type ModelAliasRepository = RecordRepository<AliasRecord>;
+export type ModelPullRepository = RecordRepository<PullRecord>;
+
+/** An MCP instance's cached tool list, under the instance's id. */
+export interface McpToolCacheRepository {
+  get(instanceId: string): Promise<ToolCache | undefined>;
+  set(instanceId: string, cache: ToolCache): Promise<void>;
+  delete(instanceId: string): Promise<boolean>;
+}
+
+export interface RepositorySet {
+  accessRequests: AccessRequestRepository;
+  apiKeys: ApiKeyRepository;
+  users: UserRepository;
+  sessions: SessionRepository;
+  mcpInstances: McpInstanceRepository;
+  mcpTools: McpToolCacheRepository;
+  oauthClients: OAuthClientRepository;
+  oauthState: OAuthStateRepository;
+  providers: ProviderRepository;
+  modelAliases: ModelAliasRepository;
+  modelPulls: ModelPullRepository;
+  /** the store's identity: key check, key backend, sealed session keys */
+  meta: ValueRepository<DbMeta | null>;
+  /** the authorization server's signing keys, sealed */
+  signingKeys: ValueRepository<string | undefined>;
+}
+
+export interface Repositories extends RepositorySet {
+  /**
+   * Runs `fn` as one atomic change across repositories: every write in it becomes durable
+   * together or not at all, and its reads see its own writes and every earlier change. `fn` uses
+   * only the repositories it is given and awaits nothing else (no network, no timers), because
+   * other changes wait for it, and a backend may run it again after a conflict. Throwing in
+   * `fn` keeps nothing of it.
+   */
+  transaction<R>(fn: (repos: RepositorySet) => Promise<R>): Promise<R>;
+}
