@@ -74,6 +74,21 @@ describe('layers', () => {
     expect(importsOf(path.join(REPO, 'src', 'daemon.ts')).filter((s) => s.startsWith('./cli/'))).toEqual([]);
   });
 
+  it('outside src/store, everything reaches the data through the repositories (issue 12)', () => {
+    // Only the two that open a data dir's store (the daemon, and the offline password reset) may
+    // name the store itself; they hand the rest of svc repositories.
+    const opensStore = new Set(['src/daemon.ts', 'src/auth/offline.ts']);
+    const storeInternals = /\/store\/(store|tables|journal|snapshot|store-repositories|memory-repositories)\.js$/;
+    const touching: string[] = [];
+    for (const f of filesUnder(path.join(REPO, 'src'), /\.tsx?$/)) {
+      const rel = path.relative(REPO, f);
+      if (rel.startsWith(`src${path.sep}store${path.sep}`)) continue;
+      const named = importsOf(f).filter((s) => storeInternals.test(s) && !(opensStore.has(rel) && /\/(store|store-repositories)\.js$/.test(s)));
+      if (named.length) touching.push(`${rel}: ${named.join(', ')}`);
+    }
+    expect(touching).toEqual([]);
+  });
+
   it('no package is reached into past its exports, but the pinned oidc-provider helper', () => {
     const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     expect(pkg.dependencies['oidc-provider']).toMatch(/^\d+\.\d+\.\d+$/);

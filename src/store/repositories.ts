@@ -5,8 +5,10 @@ import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, Sess
  * The seam between svc's features and where their data lives (issue 12). Every feature reaches
  * its records through its own repository below, and nothing outside src/store sees how they are
  * stored. A second backend (a team server's database) implements these interfaces; the features
- * do not change. Two implementations exist: `storeRepositories` over the journaled store, and
- * `memoryRepositories`, which keeps everything in memory, for the service unit tests.
+ * do not change. Two implementations exist: `storeRepositories` (store-repositories.ts) over the
+ * journaled store, and `memoryRepositories` (memory-repositories.ts), plain maps with nothing of
+ * the store, which the service unit tests run against. repositories.test.ts holds both to the
+ * same contract.
  *
  * Every method is async, so a backend may be remote. Called on the `Repositories` object, each
  * call is its own atomic change; `transaction` groups several. Reads outside a transaction see
@@ -46,6 +48,19 @@ export interface DraftCaps {
 }
 
 export type DraftInsert = { stored: true } | { stored: false; full: 'client' | 'all'; count: number };
+
+/** Which cap the undecided drafts (their app_client_ids) already reach for a new draft of `clientId`, if any. */
+export function draftCapReached(undecided: Iterable<string>, clientId: string, caps: DraftCaps): DraftInsert | undefined {
+  let all = 0;
+  let mine = 0;
+  for (const client of undecided) {
+    all++;
+    if (client === clientId) mine++;
+  }
+  if (mine >= caps.perClient) return { stored: false, full: 'client', count: mine };
+  if (all >= caps.total) return { stored: false, full: 'all', count: all };
+  return undefined;
+}
 
 export interface AccessRequestRepository extends RecordRepository<AccessRequestRecord> {
   /**

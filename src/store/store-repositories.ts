@@ -1,14 +1,15 @@
-import type {
-  AccessRequestRepository,
-  ApiKeyRepository,
-  DraftCaps,
-  DraftInsert,
-  McpToolCacheRepository,
-  RecordRepository,
-  Repositories,
-  RepositorySet,
-  UserRepository,
-  ValueRepository,
+import {
+  type AccessRequestRepository,
+  type ApiKeyRepository,
+  type DraftCaps,
+  draftCapReached,
+  type DraftInsert,
+  type McpToolCacheRepository,
+  type RecordRepository,
+  type Repositories,
+  type RepositorySet,
+  type UserRepository,
+  type ValueRepository,
 } from './repositories.js';
 import type { AccessRequestRecord, ApiKeyRecord, UserRecord } from './schema.js';
 import { Store } from './store.js';
@@ -111,11 +112,8 @@ class StoreAccessRequests extends StoreRecords<'access_requests'> implements Acc
 
   insertDraft(record: AccessRequestRecord, caps: DraftCaps, now: number): Promise<DraftInsert> {
     return this.scope.write((tx): DraftInsert => {
-      const live = this.index.live(tx, now);
-      let mine = 0;
-      for (const client of live.values()) if (client === record.app_client_id) mine++;
-      if (mine >= caps.perClient) return { stored: false, full: 'client', count: mine };
-      if (live.size >= caps.total) return { stored: false, full: 'all', count: live.size };
+      const full = draftCapReached(this.index.live(tx, now).values(), record.app_client_id, caps);
+      if (full) return full;
       tx.put('access_requests', record);
       return { stored: true };
     });
@@ -233,9 +231,4 @@ export function storeRepositories(store: Store): Repositories {
     ...set(standalone(store)),
     transaction: (fn) => store.update((tx) => fn(set(within(store, tx)))),
   };
-}
-
-/** Every repository in memory, nothing on disk: what the service unit tests run against. */
-export function memoryRepositories(initial?: Parameters<typeof Store.memory>[0]): Repositories {
-  return storeRepositories(Store.memory(initial));
 }
