@@ -8,14 +8,21 @@ export { STORE_FILE } from './journal.js';
 export type { StoreReader, Tx } from './tables.js';
 
 const DELETED = Symbol('deleted');
-/** set while a transaction's `fn` runs: a transaction started inside it would wait for itself */
-const inTransaction = new AsyncLocalStorage<boolean>();
+/** Records are frozen when they are stored, in tests, so that a change in place fails loudly. */
+const freezeRecords = process.env.NODE_ENV === 'test';
+/**
+ * Set while a transaction's `fn` runs, in tests, so that a transaction started inside another
+ * (which would wait for itself) fails at once. Not in the daemon: an AsyncLocalStorage makes
+ * every promise of the process pay for it; there a transaction that waits longer than
+ * LOCK_WAIT_MS for its turn fails instead, which ends such a wait all the same.
+ */
+const inTransaction = freezeRecords ? new AsyncLocalStorage<boolean>() : null;
+const LOCK_WAIT_MS = 10_000;
+const nestedTransaction = () => new Error('a transaction was started inside another one: use the repositories the transaction gives');
 type Slot = unknown | typeof DELETED;
 /** where docs live in the overlay and in a transaction's changes, beside the collections */
 const DOCS = '#docs';
 
-/** Records are frozen when they are stored, in tests, so that a change in place fails loudly. */
-const freezeRecords = process.env.NODE_ENV === 'test';
 
 interface Waiter {
   resolve: () => void;
@@ -133,14 +140,14 @@ export class Store implements StoreReader {
    */
   async update<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
     if (this.closed) throw storeWriteFailed(new Error('store is closed'));
-    if (inTransaction.getStore()) throw new Error('a transaction was started inside another one: use the repositories the transaction gives');
-    if (this.running) await new Promise<void>((resolve) => this.queue.push(resolve));
+    if (inTransaction?.getStore()) throw nestedTransaction();
+    if (this.running) await this.waitTurn();
     else this.running = true;
     let result: R;
     try {
       const tx = new Transaction(this);
       const epoch = this.failures;
-      const out = inTransaction.run(true, () => fn(tx));
+      const out = inTransaction ? inTransaction.run(true, () => fn(tx)) : fn(tx);
       result = out instanceof Promise ? await out : out;
       // A failed write dropped changes this transaction may have read: it must not build on them.
       if (this.failures !== epoch) throw storeWriteFailed(this.lastWriteError);
@@ -166,6 +173,23 @@ export class Store implements StoreReader {
       if (!this.flushing) this.flushing = this.flushLoop();
     });
     return result;
+  }
+
+  /** Waits until the running transaction hands over; a wait that long is one for itself. */
+  private waitTurn(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const turn = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        const at = this.queue.indexOf(turn);
+        if (at !== -1) this.queue.splice(at, 1);
+        reject(nestedTransaction());
+      }, LOCK_WAIT_MS);
+      timer.unref();
+      this.queue.push(turn);
+    });
   }
 
   /** @internal what a transaction reads under its own changes: committed plus not yet durable */
