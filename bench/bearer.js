@@ -84,7 +84,7 @@ export default async function bearer(report) {
       }),
     );
 
-    const jwks = JSON.parse(d.deps.box.open('oauth_signing_keys', 'jwks', d.store.data.oauth_keys));
+    const jwks = JSON.parse(d.deps.box.open('oauth_signing_keys', 'jwks', await d.deps.repos.signingKeys.get()));
     const jwk = jwks.find((k) => k.alg === 'ES256');
     const key = await importJWK(jwk, 'ES256');
     const mint = () => {

@@ -9,7 +9,11 @@ import { fmt, percentile, startProcess, stop } from './lib/harness.js';
 // issue 13's targets
 const TARGETS = { firstStartMiB: 100, idleMiB: 80, listMs: 150 };
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
-const settle = () => new Promise((r) => setTimeout(r, 3000));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Idle: what a daemon left running costs. It hands memory back after 5 s with nothing served
+// (src/idle-memory.ts; the scrypt worker ends after 5 s idle too), which V8 finishes within
+// seconds more; 20 s covers both. The RSS 3 s after the start is shown beside it.
+const IDLE_MS = 20_000;
 
 export const name = 'footprint';
 export const description = 'idle RSS on a first start and after a restart, and `svc requests list --json` wall time';
@@ -21,11 +25,15 @@ export default async function runFootprint(report) {
   const results = [];
   try {
     const first = await serve();
-    await settle();
+    await sleep(3000);
+    const firstEarly = rssMiB(first.child.pid);
+    await sleep(IDLE_MS - 3000);
     const firstRss = rssMiB(first.child.pid);
     await stop(first.child);
     const again = await serve();
-    await settle();
+    await sleep(3000);
+    const idleEarly = rssMiB(again.child.pid);
+    await sleep(IDLE_MS - 3000);
     const idleRss = rssMiB(again.child.pid);
     // a store with some history: 200 requests from 20 apps
     const base = again.match[1];
@@ -47,12 +55,12 @@ export default async function runFootprint(report) {
     const listMs = percentile(times, 50);
     await stop(again.child);
     const row = (label, value, target, pass) => results.push({ label, value, target, pass });
-    row('daemon RSS idle on the first start (MiB)', fmt(firstRss, 1), `<= ${TARGETS.firstStartMiB}`, firstRss <= TARGETS.firstStartMiB);
-    row('daemon RSS idle after a restart (MiB)', fmt(idleRss, 1), `<= ${TARGETS.idleMiB}`, idleRss <= TARGETS.idleMiB);
+    row('daemon RSS idle on the first start (MiB)', `${fmt(firstRss, 1)} (3 s after the start: ${fmt(firstEarly, 1)})`, `<= ${TARGETS.firstStartMiB}`, firstRss <= TARGETS.firstStartMiB);
+    row('daemon RSS idle after a restart (MiB)', `${fmt(idleRss, 1)} (3 s after the start: ${fmt(idleEarly, 1)})`, `<= ${TARGETS.idleMiB}`, idleRss <= TARGETS.idleMiB);
     row('`svc requests list --json` wall time, median of 7 (ms)', `${fmt(listMs, 0)} (200 requests stored; min ${fmt(times[0], 0)}, max ${fmt(times.at(-1), 0)})`, `<= ${TARGETS.listMs}`, listMs <= TARGETS.listMs);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
-  report?.line('  RSS read 3 s after "svc listening", with no request served but the ones named');
+  report?.line(`  idle RSS read ${IDLE_MS / 1000} s after "svc listening", with no request served but the ones named`);
   return results;
 }

@@ -10,6 +10,7 @@ import { type Config, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
 import { createLogger, type Logger } from './log.js';
 import { SecretBox } from './store/crypto.js';
+import { reduceMemoryWhenIdle } from './idle-memory.js';
 import { FileWriteError, writeFileDurably } from './store/durable-file.js';
 import { lockDataDir } from './store/lock.js';
 import { checkStoreKey, type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
@@ -84,24 +85,32 @@ async function initMeta(repos: Repositories, box: SecretBox, backend: KeyBackend
 
 /** The header that lets the daemon's own first login through while everyone else gets 503. */
 const SETUP_HEADER = 'x-svc-setup';
+/** how long the daemon must have served nothing before it hands memory back (idle-memory.ts) */
+const IDLE_MEMORY_MS = 5_000;
 
-/** Logs the local CLI in over HTTP, exactly as `svc login` would, and keeps its cookie. */
+/**
+ * Logs the local CLI in over HTTP, exactly as `svc login` would, and keeps its cookie. node:http,
+ * not fetch: fetch's first use loads Node's bundled HTTP client, which the daemon then kept.
+ */
 async function loginCli(url: string, setupToken: string, username: string, password: string, store: Store): Promise<string> {
-  const res = await fetch(`${url}/svc/v1/auth/login`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', [SETUP_HEADER]: setupToken },
-    body: JSON.stringify({ username, password }),
+  const body = JSON.stringify({ username, password });
+  const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+    const req = http.request(`${url}/svc/v1/auth/login`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), [SETUP_HEADER]: setupToken },
+      agent: false,
+    });
+    req.on('response', resolve).on('error', reject).end(body);
   });
-  await res.arrayBuffer();
-  if (!res.ok) {
+  res.resume();
+  await new Promise((resolve) => res.on('end', resolve).on('close', resolve));
+  const status = res.statusCode ?? 0;
+  if (status < 200 || status > 299) {
     // the session could not be written (a full disk): say which file, as every other step does
-    if (res.status === 503 && store.lastWriteError instanceof FileWriteError) throw store.lastWriteError;
-    throw new Error(`first login failed with ${res.status}`);
+    if (status === 503 && store.lastWriteError instanceof FileWriteError) throw store.lastWriteError;
+    throw new Error(`first login failed with ${status}`);
   }
-  return res.headers
-    .getSetCookie()
-    .map((c) => c.split(';')[0])
-    .join('; ');
+  return (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]).join('; ');
 }
 
 /** What every request gets until setup is complete: CONTRACT §5's shape, and when to come back. */
@@ -189,7 +198,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       inFlight.set(socket, 0);
       socket.once('close', () => inFlight.delete(socket));
     });
+    let served = 0;
     server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      served++;
       const socket = req.socket;
       inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
       res.once('close', () => {
@@ -277,6 +288,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     }
     checkpoint();
     handler = wired.callback;
+    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: () => served, inFlight: () => [...inFlight.values()].some((n) => n > 0) });
+    cleanups.push(async () => stopReducing());
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 
     let closing: Promise<void> | null = null;

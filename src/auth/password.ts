@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { Worker } from 'node:worker_threads';
+import { type ChildProcess, spawn } from 'node:child_process';
 
 const N = 16384;
 const r = 8;
@@ -8,57 +8,89 @@ const KEYLEN = 32;
 const MAXMEM = 64 * 1024 * 1024;
 
 /*
- * scrypt runs in one worker thread of its own, synchronously there. Run async in libuv's thread
- * pool instead, each of its threads keeps its own 16 MiB scrypt buffer in its malloc arena after
- * the hash (glibc raises its mmap threshold after the first free): a few logins left the daemon
- * 64 MiB larger for good. One thread keeps one buffer, reused; the event loop never waits.
+ * scrypt runs in a helper process of its own, synchronously there, started at the first hash and
+ * ended once it has been idle for `idleMs` (5 s). Each hash needs a 16 MiB buffer, and glibc keeps what
+ * a thread freed in that thread's malloc arena: run async in libuv's thread pool, every pool
+ * thread kept its own buffer (a few logins left the daemon 64 MiB larger for good); in a worker
+ * thread, its isolate and arena stayed too (about 40 MiB, and 17 MiB once the worker ended).
+ * A process hands all of it back when it exits. The event loop never waits; a login after an
+ * idle spell pays for the start of the helper (tens of milliseconds, on a path that costs a
+ * scrypt anyway, the same for a known user and the decoy).
  */
-const WORKER_SOURCE = `
-const { parentPort } = require('node:worker_threads');
+let idleMs = 5_000;
+const HELPER_SOURCE = `
 const { scryptSync } = require('node:crypto');
-parentPort.on('message', ({ id, password, salt, n, r, p, keylen, maxmem }) => {
+process.on('message', ({ id, password, salt, n, r, p, keylen, maxmem }) => {
   try {
-    parentPort.postMessage({ id, key: scryptSync(password, salt, keylen, { N: n, r, p, maxmem }) });
+    process.send({ id, key: scryptSync(password, Buffer.from(salt), keylen, { N: n, r, p, maxmem }) });
   } catch (err) {
-    parentPort.postMessage({ id, error: String((err && err.message) || err) });
+    process.send({ id, error: String((err && err.message) || err) });
   }
-});`;
+});
+process.on('disconnect', () => process.exit(0));`;
 
-let worker: Worker | null = null;
+let helper: ChildProcess | null = null;
+let idleTimer: NodeJS.Timeout | null = null;
 let nextId = 0;
 const waiting = new Map<number, { resolve: (key: Buffer) => void; reject: (err: Error) => void }>();
 
-function scryptWorker(): Worker {
-  if (worker) return worker;
-  const w = new Worker(WORKER_SOURCE, { eval: true });
+/** Neither an idle helper nor its channel may keep a CLI command or a stopping daemon alive. */
+function holdOpen(child: ChildProcess, hold: boolean): void {
+  const channel = child.channel as { ref(): void; unref(): void } | undefined;
+  if (hold) {
+    child.ref();
+    channel?.ref();
+  } else {
+    child.unref();
+    channel?.unref();
+  }
+}
+
+function scryptHelper(): ChildProcess {
+  if (helper) return helper;
+  // No inherited flags (a profiler, an inspector): the helper is only a hashing loop.
+  const child = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced', env: { ...process.env, NODE_OPTIONS: '' } });
   const failAll = (err: Error) => {
-    if (worker === w) worker = null;
+    if (helper === child) helper = null;
     for (const pending of waiting.values()) pending.reject(err);
     waiting.clear();
   };
-  w.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
+  child.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
     const pending = waiting.get(m.id);
     waiting.delete(m.id);
-    // idle: it must not keep a CLI command or a stopping daemon alive
-    if (waiting.size === 0) w.unref();
+    if (waiting.size === 0) {
+      holdOpen(child, false);
+      idleTimer = setTimeout(() => {
+        if (helper !== child || waiting.size > 0) return;
+        helper = null;
+        child.disconnect();
+      }, idleMs);
+      idleTimer.unref();
+    }
     if (!pending) return;
     if (m.error !== undefined || !m.key) pending.reject(new Error(m.error ?? 'scrypt failed'));
     else pending.resolve(Buffer.from(m.key.buffer, m.key.byteOffset, m.key.byteLength));
   });
-  w.on('error', failAll);
-  w.on('exit', () => failAll(new Error('the scrypt worker stopped')));
-  w.unref();
-  worker = w;
-  return w;
+  child.on('error', failAll);
+  child.on('exit', () => failAll(new Error('the scrypt helper stopped')));
+  holdOpen(child, false);
+  helper = child;
+  return child;
 }
 
 function derive(password: string, salt: Buffer, n: number, rr: number, pp: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const w = scryptWorker();
+    if (idleTimer) clearTimeout(idleTimer);
+    idleTimer = null;
+    const child = scryptHelper();
     const id = ++nextId;
     waiting.set(id, { resolve, reject });
-    w.ref();
-    w.postMessage({ id, password: password.normalize('NFC'), salt, n, r: rr, p: pp, keylen: KEYLEN, maxmem: MAXMEM });
+    holdOpen(child, true);
+    child.send({ id, password: password.normalize('NFC'), salt, n, r: rr, p: pp, keylen: KEYLEN, maxmem: MAXMEM }, (err) => {
+      if (!err) return;
+      waiting.delete(id);
+      reject(err);
+    });
   });
 }
 
@@ -89,6 +121,16 @@ export function decoyHash(): Promise<string> {
     decoy = null;
     throw err;
   }));
+}
+
+/** How long the helper may sit idle (tests shorten it). */
+export function setScryptIdleMs(ms: number): void {
+  idleMs = ms;
+}
+
+/** The helper's pid while it runs (tests watch it come and go). */
+export function scryptHelperPid(): number | undefined {
+  return helper?.pid;
 }
 
 export function generatePassword(): string {

@@ -1,0 +1,56 @@
+/** Password hashing: scrypt in a helper process that ends when idle, so its memory goes with it. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as password from './password.js';
+
+beforeAll(() => password.setScryptIdleMs(300));
+afterAll(() => password.setScryptIdleMs(5_000));
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const until = async (check: () => boolean, ms = 5000) => {
+  const end = Date.now() + ms;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
+  return check();
+};
+
+describe('password hashing', () => {
+  it('hashes and verifies in a helper process that ends once idle, and starts again for the next hash', async () => {
+    const stored = await password.hashPassword('correct horse battery staple');
+    expect(stored).toMatch(/^scrypt\$16384\$8\$1\$[\w-]{22}\$[\w-]{43}$/);
+    const pid = password.scryptHelperPid()!;
+    expect(pid).toBeGreaterThan(0);
+    expect(pid).not.toBe(process.pid);
+    expect(await password.verifyPassword('correct horse battery staple', stored)).toBe(true);
+    expect(await password.verifyPassword('Correct horse battery staple', stored)).toBe(false);
+    // the same passwords in other Unicode forms verify alike (NFC)
+    const composed = await password.hashPassword('caf\u00e9');
+    expect(await password.verifyPassword('cafe\u0301', composed)).toBe(true);
+    expect(await until(() => !alive(pid))).toBe(true);
+    expect(password.scryptHelperPid()).toBeUndefined();
+    expect(await password.verifyPassword('correct horse battery staple', stored)).toBe(true);
+    expect(password.scryptHelperPid()).not.toBe(pid);
+  });
+
+  it('a helper that dies fails what it held, and the next hash gets a new one', async () => {
+    await password.hashPassword('x');
+    const pid = password.scryptHelperPid()!;
+    const pending = password.hashPassword('y');
+    process.kill(pid, 'SIGKILL');
+    await pending.then(
+      (hash) => expect(hash).toMatch(/^scrypt\$/), // it may have answered first
+      (err: Error) => expect(err.message).toMatch(/scrypt helper stopped/),
+    );
+    expect(await password.verifyPassword('z', await password.hashPassword('z'))).toBe(true);
+  });
+
+  it('refuses a stored value that is not an svc scrypt hash', async () => {
+    expect(await password.verifyPassword('x', 'bcrypt$2b$10$abc')).toBe(false);
+    expect(await password.verifyPassword('x', '')).toBe(false);
+  });
+});
