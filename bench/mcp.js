@@ -1,9 +1,9 @@
 // A tools/call through svc's Streamable HTTP MCP proxy against the same MCP server called
-// directly, in one run, interleaved.
-import { fmt, interleaved, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+// directly and through the floor proxy (a bare node:http pass-through), in one run, interleaved.
+import { fmt, interleavedMany, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
 export const name = 'mcp';
-export const description = 'tools/call through the MCP proxy against the same MCP SDK server called directly (interleaved)';
+export const description = 'tools/call through the MCP proxy against the same MCP SDK server called directly and through the floor proxy (interleaved)';
 
 const TARGET_P50_ADDED_MS = 0.3; // issue 13
 const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } });
@@ -14,27 +14,29 @@ export default async function runMcpBench(report) {
   const upstream = await startProcess(['bench/lib/mcp-server.js']);
   const mcpUrl = `http://127.0.0.1:${upstream.match[1]}/mcp`;
   const svc = await startSvcWithToken({ mcpUrl });
+  const floorProc = await startProcess(['bench/lib/floor-proxy.js'], { env: { UPSTREAM: `http://127.0.0.1:${upstream.match[1]}` } });
+  const floor = { url: `http://127.0.0.1:${floorProc.match[1]}/mcp`, headers };
   const direct = { url: mcpUrl, headers };
   const proxied = { url: `${svc.base}/svc/v1/apps/mcps/${svc.instanceId}/mcp`, headers: { ...headers, Authorization: `Bearer ${svc.token}` } };
   const rounds = quick ? 300 : 1500;
   try {
     for (let i = 0; i < 200; i++) {
-      await request(direct.url, { method: 'POST', headers: direct.headers, body });
-      await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+      for (const path of [direct, floor, proxied]) await request(path.url, { method: 'POST', headers: path.headers, body });
     }
-    const { p50, p99, errors } = await interleaved(direct, proxied, body, rounds);
+    const { p50, p99, errors } = await interleavedMany({ direct, floor, svc: proxied }, body, rounds);
     report?.line(`  ${rounds} interleaved tools/call rounds, ${errors} errors`);
-    report?.stat('p99 added (ms)', `${fmt(p99.svc - p99.direct)} (direct ${fmt(p99.direct)}, svc ${fmt(p99.svc)})`);
+    report?.stat('p99 added (ms)', `${fmt(p99.svc - p99.direct)} (direct ${fmt(p99.direct)}, floor proxy ${fmt(p99.floor)}, svc ${fmt(p99.svc)}; over the floor ${fmt(p99.svc - p99.floor)})`);
     return [
       {
         label: 'tools/call p50 added latency (ms)',
-        value: `${fmt(p50.svc - p50.direct)} (direct ${fmt(p50.direct)}, svc ${fmt(p50.svc)}, ratio ${fmt(p50.svc / p50.direct, 2)}x)`,
+        value: `${fmt(p50.svc - p50.direct)} (direct ${fmt(p50.direct)}, floor proxy ${fmt(p50.floor)}, svc ${fmt(p50.svc)}; over the floor ${fmt(p50.svc - p50.floor)})`,
         target: `<= ${TARGET_P50_ADDED_MS}`,
         pass: p50.svc - p50.direct <= TARGET_P50_ADDED_MS && errors === 0,
       },
     ];
   } finally {
     await svc.close();
+    await stop(floorProc.child);
     await stop(upstream.child);
   }
 }

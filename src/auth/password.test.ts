@@ -49,6 +49,17 @@ describe('password hashing', () => {
     expect(await password.verifyPassword('z', await password.hashPassword('z'))).toBe(true);
   });
 
+  it('a helper ending for idleness fails nothing of the one that follows it', async () => {
+    const stored = await password.hashPassword('p');
+    const first = password.scryptHelperPid()!;
+    // the moment the idle helper is let go, before its process is gone, a login comes in
+    expect(await until(() => password.scryptHelperPid() === undefined)).toBe(true);
+    const next = password.verifyPassword('p', stored);
+    expect(password.scryptHelperPid()).not.toBe(first);
+    expect(alive(first)).toBe(true);
+    expect(await next).toBe(true);
+  });
+
   it('refuses a stored value that is not an svc scrypt hash', async () => {
     expect(await password.verifyPassword('x', 'bcrypt$2b$10$abc')).toBe(false);
     expect(await password.verifyPassword('x', '')).toBe(false);

@@ -29,10 +29,20 @@ process.on('message', ({ id, password, salt, n, r, p, keylen, maxmem }) => {
 });
 process.on('disconnect', () => process.exit(0));`;
 
-let helper: ChildProcess | null = null;
-let idleTimer: NodeJS.Timeout | null = null;
+interface Pending {
+  resolve: (key: Buffer) => void;
+  reject: (err: Error) => void;
+}
+
+/** One helper process and the hashes it owes: a helper that ends fails its own, never a newer one's. */
+interface Helper {
+  child: ChildProcess;
+  waiting: Map<number, Pending>;
+  idle: NodeJS.Timeout | null;
+}
+
+let current: Helper | null = null;
 let nextId = 0;
-const waiting = new Map<number, { resolve: (key: Buffer) => void; reject: (err: Error) => void }>();
 
 /** Neither an idle helper nor its channel may keep a CLI command or a stopping daemon alive. */
 function holdOpen(child: ChildProcess, hold: boolean): void {
@@ -46,26 +56,28 @@ function holdOpen(child: ChildProcess, hold: boolean): void {
   }
 }
 
-function scryptHelper(): ChildProcess {
-  if (helper) return helper;
+function scryptHelper(): Helper {
+  if (current) return current;
   // No inherited flags (a profiler, an inspector): the helper is only a hashing loop.
   const child = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced', env: { ...process.env, NODE_OPTIONS: '' } });
+  const helper: Helper = { child, waiting: new Map(), idle: null };
   const failAll = (err: Error) => {
-    if (helper === child) helper = null;
-    for (const pending of waiting.values()) pending.reject(err);
-    waiting.clear();
+    if (current === helper) current = null;
+    if (helper.idle) clearTimeout(helper.idle);
+    for (const pending of helper.waiting.values()) pending.reject(err);
+    helper.waiting.clear();
   };
   child.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
-    const pending = waiting.get(m.id);
-    waiting.delete(m.id);
-    if (waiting.size === 0) {
+    const pending = helper.waiting.get(m.id);
+    helper.waiting.delete(m.id);
+    if (helper.waiting.size === 0) {
       holdOpen(child, false);
-      idleTimer = setTimeout(() => {
-        if (helper !== child || waiting.size > 0) return;
-        helper = null;
+      helper.idle = setTimeout(() => {
+        if (helper.waiting.size > 0) return;
+        if (current === helper) current = null;
         child.disconnect();
       }, idleMs);
-      idleTimer.unref();
+      helper.idle.unref();
     }
     if (!pending) return;
     if (m.error !== undefined || !m.key) pending.reject(new Error(m.error ?? 'scrypt failed'));
@@ -74,21 +86,20 @@ function scryptHelper(): ChildProcess {
   child.on('error', failAll);
   child.on('exit', () => failAll(new Error('the scrypt helper stopped')));
   holdOpen(child, false);
-  helper = child;
-  return child;
+  current = helper;
+  return helper;
 }
 
 function derive(password: string, salt: Buffer, n: number, rr: number, pp: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    if (idleTimer) clearTimeout(idleTimer);
-    idleTimer = null;
-    const child = scryptHelper();
+    const helper = scryptHelper();
+    if (helper.idle) clearTimeout(helper.idle);
+    helper.idle = null;
     const id = ++nextId;
-    waiting.set(id, { resolve, reject });
-    holdOpen(child, true);
-    child.send({ id, password: password.normalize('NFC'), salt, n, r: rr, p: pp, keylen: KEYLEN, maxmem: MAXMEM }, (err) => {
-      if (!err) return;
-      waiting.delete(id);
+    helper.waiting.set(id, { resolve, reject });
+    holdOpen(helper.child, true);
+    helper.child.send({ id, password: password.normalize('NFC'), salt, n, r: rr, p: pp, keylen: KEYLEN, maxmem: MAXMEM }, (err) => {
+      if (!err || !helper.waiting.delete(id)) return;
       reject(err);
     });
   });
@@ -130,7 +141,7 @@ export function setScryptIdleMs(ms: number): void {
 
 /** The helper's pid while it runs (tests watch it come and go). */
 export function scryptHelperPid(): number | undefined {
-  return helper?.pid;
+  return current?.child.pid;
 }
 
 export function generatePassword(): string {

@@ -34,6 +34,7 @@ async function setup() {
     await r.sessions.put({ id_hash: 's-ann', user_id: 'ann', csrf: 'c', expires_at: T0 + 1000, data: {} });
     await r.sessions.put({ id_hash: 's-root', user_id: 'root', csrf: 'c', expires_at: T0 + 1000, data: {} });
     await r.mcpInstances.put({ id: 'i-ann', owner_id: 'ann', name: 'i', url: 'http://127.0.0.1:9/mcp', enabled: true, headers: [], allow_tools: null, created_at: at, updated_at: at });
+    await r.mcpTools.set('i-ann', { tools: [], refreshed_at: at });
     await r.accessRequests.put(grant('g-ann', 'ann'));
     await r.accessRequests.put(grant('g-root', 'root'));
   });
@@ -61,6 +62,7 @@ describe('UsersService on the in-memory repositories', () => {
     expect(await repos.users.get('ann')).toBeUndefined();
     expect(await repos.sessions.get('s-ann')).toBeUndefined();
     expect(await repos.mcpInstances.get('i-ann')).toBeUndefined();
+    expect(await repos.mcpTools.get('i-ann')).toBeUndefined();
     expect(await repos.accessRequests.get('g-ann')).toMatchObject({ status: 'revoked', revoked_by: 'root' });
     expect(await repos.accessRequests.get('g-root')).toMatchObject({ status: 'approved' });
     expect(await repos.sessions.get('s-root')).toBeDefined();

@@ -134,7 +134,7 @@ export class UsersService {
     });
   }
 
-  /** Removes the user, their sessions and MCP instances, and revokes the grants they approved. */
+  /** Removes the user, their sessions and MCP instances (and their tool lists), and revokes the grants they approved. */
   async remove(actor: UserRecord, username: string): Promise<void> {
     this.requireAdministrator(actor);
     const target = await this.target(username);
@@ -146,7 +146,11 @@ export class UsersService {
       }
       await repos.users.delete(target.id);
       await endSessionsOf(repos, target.id);
-      for (const m of await repos.mcpInstances.list()) if (m.owner_id === target.id) await repos.mcpInstances.delete(m.id);
+      for (const m of await repos.mcpInstances.list()) {
+        if (m.owner_id !== target.id) continue;
+        await repos.mcpInstances.delete(m.id);
+        await repos.mcpTools.delete(m.id);
+      }
       for (const found of await repos.accessRequests.list()) {
         if (found.user_id === target.id && found.status === 'approved') {
           await repos.accessRequests.put({ ...found, status: 'revoked', revoked_at: nowIso, revoked_by: actor.id, updated_at: nowIso });
