@@ -40,7 +40,7 @@ export class ApiKeysService {
     private readonly clock: Clock,
   ) {}
 
-  /** Creates the access request, approves it as `user` and stores the key's hash: one store update. */
+  /** Creates the access request, approves it as `user` and stores the key's hash: one transaction. */
   async create(user: UserRecord, body: z.output<typeof createKeyBody>): Promise<{ key: string; record: ApiKeyRecord; request: AccessRequestRecord }> {
     const id = randomUUID();
     const key = newKey();
@@ -99,7 +99,7 @@ export class ApiKeysService {
     return matches[0];
   }
 
-  /** Ends the key and revokes its access request (its owner or an admin), in one store update. */
+  /** Ends the key and revokes its access request (its owner or an admin), in one transaction. */
   async revoke(actor: UserRecord, ref: string): Promise<ApiKeyRecord> {
     return this.repos.transaction(async (repos) => {
       const found = this.resolve(await repos.apiKeys.list(), actor, ref);
