@@ -288,7 +288,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     }
     checkpoint();
     handler = wired.callback;
-    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: () => served, inFlight: () => [...inFlight.values()].some((n) => n > 0) });
+    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: () => served });
     cleanups.push(async () => stopReducing());
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 

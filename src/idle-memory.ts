@@ -10,19 +10,20 @@ type Collect = (options?: { type?: 'major' | 'minor' }) => void;
  * rate, and it reads the rate at collections, which an idle process never has: it keeps waiting
  * on the rate of its last busy moment (--trace-gc-verbose: "Memory reducer: high alloc"). A
  * start, a burst of requests or a load test so left the daemon about 25 MiB larger for as long as
- * it ran. Once nothing has been served and nothing is in flight for a whole `idleMs` period, one
- * minor collection (a few milliseconds) gives the reducer its reading; within seconds it hands
- * the young generation back (56 to 25 MiB of heap in one trace), and it grows again with the next
- * load. Once per idle spell, never while a request or a stream is open.
+ * it ran. Once no request has come for a whole `idleMs` period, one minor collection (a few
+ * milliseconds) gives the reducer its reading; within seconds it hands the young generation back
+ * (56 to 25 MiB of heap in one trace), and it grows again with the next load. Once per idle
+ * spell. A stream left open does not count as busy: MCP hosts keep one open all day, and a pause
+ * of a few milliseconds costs an idle stream nothing.
  */
-export function reduceMemoryWhenIdle(opts: { idleMs: number; served: () => number; inFlight: () => boolean; collect?: Collect }): () => void {
+export function reduceMemoryWhenIdle(opts: { idleMs: number; served: () => number; collect?: Collect }): () => void {
   const collect = opts.collect ?? v8Collector();
   if (!collect) return () => undefined;
   let seen = opts.served();
   let reduced = false;
   const timer = setInterval(() => {
     const served = opts.served();
-    if (served !== seen || opts.inFlight()) {
+    if (served !== seen) {
       seen = served;
       reduced = false;
       return;

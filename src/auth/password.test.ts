@@ -52,12 +52,18 @@ describe('password hashing', () => {
   it('a helper ending for idleness fails nothing of the one that follows it', async () => {
     const stored = await password.hashPassword('p');
     const first = password.scryptHelperPid()!;
-    // the moment the idle helper is let go, before its process is gone, a login comes in
-    expect(await until(() => password.scryptHelperPid() === undefined)).toBe(true);
-    const next = password.verifyPassword('p', stored);
-    expect(password.scryptHelperPid()).not.toBe(first);
-    expect(alive(first)).toBe(true);
-    expect(await next).toBe(true);
+    // Held stopped, the idle helper that is let go cannot exit before a login reaches the next one.
+    process.kill(first, 'SIGSTOP');
+    try {
+      expect(await until(() => password.scryptHelperPid() === undefined)).toBe(true);
+      const next = password.verifyPassword('p', stored);
+      expect(password.scryptHelperPid()).not.toBe(first);
+      process.kill(first, 'SIGCONT');
+      expect(await until(() => !alive(first))).toBe(true);
+      expect(await next).toBe(true);
+    } finally {
+      if (alive(first)) process.kill(first, 'SIGCONT');
+    }
   });
 
   it('refuses a stored value that is not an svc scrypt hash', async () => {
