@@ -124,7 +124,7 @@ let decoy: Promise<string> | null = null;
 /**
  * A hash of a random password, spent on unknown usernames so timing does not reveal which exist.
  * Made at the first login of any kind, so no login's time depends on whether its user exists,
- * and a daemon nobody logs in to never starts the scrypt worker.
+ * and a daemon nobody logs in to never starts the scrypt helper.
  */
 export function decoyHash(): Promise<string> {
   // a failed hash (the worker died) is tried again at the next login, not kept as a failure

@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { isDeepStrictEqual } from 'node:util';
 import {
   type AccessRequestRepository,
   type ApiKeyRepository,
@@ -103,19 +104,14 @@ class MemoryRecords<T> implements RecordRepository<T> {
 
   /** runs a write in the running transaction, or in one of its own */
   protected write<R>(fn: (staged: Map<string, unknown>, read: () => Map<string, T>) => R): Promise<R> {
-    const inside = (staged: Staged) => {
-      let mine = staged.get(this.name);
-      if (!mine) staged.set(this.name, (mine = new Map()));
-      return fn(mine, () => this.view());
-    };
-    if (this.place.staged) return Promise.resolve().then(() => inside(this.place.staged!));
-    const data = this.place.data;
-    return data.transaction(async (staged) => {
-      const scoped = new MemoryRecords<T>({ data, staged }, this.name, this.keyOf);
+    const run = (scoped: MemoryRecords<T>, staged: Staged) => {
       let mine = staged.get(this.name);
       if (!mine) staged.set(this.name, (mine = new Map()));
       return fn(mine, () => scoped.view());
-    });
+    };
+    const { data, staged } = this.place;
+    if (staged) return Promise.resolve().then(() => run(this, staged));
+    return data.transaction(async (mine) => run(new MemoryRecords<T>({ data, staged: mine }, this.name, this.keyOf), mine));
   }
 
   async get(key: string) {
@@ -152,6 +148,7 @@ class MemoryRecords<T> implements RecordRepository<T> {
       if (current === undefined) return undefined;
       const next = structuredClone(current);
       change(next);
+      if (isDeepStrictEqual(next, current)) return current;
       const stored = deepFreeze(next);
       staged.set(key, stored);
       return stored;

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import {
   type AccessRequestRepository,
   type ApiKeyRepository,
@@ -65,7 +66,8 @@ class StoreRecords<N extends CollectionName> implements RecordRepository<Collect
       // a copy, stored only if `change` returns: a refusal halfway leaves nothing behind
       const next = structuredClone(current) as CollectionRecords[N];
       change(next);
-      return tx.put(this.name, next);
+      // nothing changed, nothing written (no journal line, no listener called)
+      return isDeepStrictEqual(next, current) ? current : tx.put(this.name, next);
     });
   }
 

@@ -23,7 +23,6 @@ type Slot = unknown | typeof DELETED;
 /** where docs live in the overlay and in a transaction's changes, beside the collections */
 const DOCS = '#docs';
 
-
 interface Waiter {
   resolve: () => void;
   reject: (err: unknown) => void;
@@ -48,7 +47,6 @@ interface Waiter {
 export class Store implements StoreReader {
   private readonly data = new Map<CollectionName, Map<string, unknown>>();
   private readonly docs = new Map<string, unknown>();
-  private readonly versions = new Map<CollectionName, number>();
   /** changes not yet durable, by collection (or DOCS) and key, with the group that writes them */
   private readonly overlay = new Map<string, Map<string, { value: Slot; group: number }>>();
   private seq: number;
@@ -115,9 +113,6 @@ export class Store implements StoreReader {
     return (this.docs.get(name) ?? (name === 'meta' ? null : undefined)) as DocValues[D];
   }
 
-  version(collection: CollectionName): number {
-    return this.versions.get(collection) ?? 0;
-  }
 
   /**
    * Calls `fn` with each durable change to `collection` (the new record, or undefined when it was
@@ -248,7 +243,6 @@ export class Store implements StoreReader {
         const records = this.data.get(op[1])!;
         if (op[0] === 'p') records.set(op[2], op[3]);
         else records.delete(op[2]);
-        this.versions.set(op[1], (this.versions.get(op[1]) ?? 0) + 1);
         for (const fn of this.watchers.get(op[1]) ?? []) fn(op[2], op[0] === 'p' ? op[3] : undefined);
       }
       const slots = this.overlay.get(space);
@@ -330,9 +324,6 @@ class Transaction implements Tx {
     return (value ?? (name === 'meta' ? null : undefined)) as DocValues[D];
   }
 
-  version(collection: CollectionName): number {
-    return this.store.version(collection);
-  }
 
   put<N extends CollectionName, T = CollectionRecords[N]>(collection: N, record: T, key?: string): T {
     const k = key ?? keyOf(collection, record);

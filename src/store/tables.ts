@@ -72,8 +72,6 @@ export interface StoreReader {
   /** how many records */
   count(collection: CollectionName): number;
   doc<D extends DocName>(name: D): DocValues[D];
-  /** grows on every durable change to the collection: caches compare it instead of rebuilding */
-  version(collection: CollectionName): number;
 }
 
 /**
