@@ -5,6 +5,7 @@ import type { AppState, BearerGrant, Clock } from '../http/context.js';
 import type { AppRole } from '../store/schema.js';
 import type { Repositories } from '../store/repositories.js';
 import { audienceCovers, resourceTarget } from '../oauth/resources.js';
+import { GRANT_CLAIM, grantEnded } from '../oauth/token-family.js';
 import { appRoleAtMost, atLeast, lowerAppRole, maxGrantableRole } from './roles.js';
 
 export const ACCESS_REQUEST_SCOPE_PREFIX = 'scope_access_request:';
@@ -163,6 +164,10 @@ export class BearerVerifier {
     if (!record || record.status !== 'approved' || !record.approved_role) throw this.fail('The grant behind this token is not approved (revoked, denied, expired or gone).');
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
     if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
+    const family = entry.payload[GRANT_CLAIM];
+    if (typeof family === 'string' && (await grantEnded(this.repos, family, this.clock()))) {
+      throw this.fail('The sign-in behind this token has ended (its refresh token was revoked or used twice); sign in again.');
+    }
     // Never above what the approver may grant now: a demoted approver's grants shrink with them.
     const role: AppRole = lowerAppRole(appRoleAtMost(record.approved_role, 'scope_user_power_user') ? record.approved_role : 'scope_user_power_user', maxGrantableRole(user.role));
     return { record, user, role, clientId: entry.clientId, audience: entry.audience };

@@ -1,20 +1,18 @@
-import { createHash } from 'node:crypto';
 import type { SecretBox } from '../store/crypto.js';
 import type { OAuthStateRecord } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 import type { OAuthClientsService } from './clients.js';
+import { hashId, markGrantEnded, rowKey } from './token-family.js';
 
 type Payload = Record<string, unknown> & { grantId?: string; userCode?: string; uid?: string; consumed?: number };
 
 type DurableRecord = OAuthStateRecord;
 
 const SEAL_KIND = 'oauth_state';
-const hashId = (model: string, id: string) => createHash('sha256').update(`${model}\0${id}`).digest('base64url');
 
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
 
-const rowKey = (r: { model: string; id: string }) => `${r.model}:${r.id}`;
 
 /**
  * Removes dead OAuth state: expired rows, and grants no refresh token holds any more once their
@@ -110,11 +108,13 @@ export function createAdapterClass(repos: Repositories, box: SecretBox, clients:
         if (hit) hit.payload = { ...hit.payload, consumed };
         return;
       }
-      // A used refresh token is dead (it was rotated): it goes now rather than at its expiry, so
-      // the store holds the live ones only. A replay of it is then simply unknown (invalid_grant).
+      // A used refresh token (it was rotated) stays, marked consumed, until it would have expired:
+      // a replay of it is then known for what it is, and oidc-provider ends its whole grant, the
+      // live successor included (a stolen token used by two parties: one of them is an attacker).
       const key = hashId(this.model, id);
-      await repos.oauthState.delete(rowKey({ model: this.model, id: key }));
-      void consumed;
+      const row = await repos.oauthState.get(rowKey({ model: this.model, id: key }));
+      if (!row) return;
+      await repos.oauthState.put({ ...row, payload: box.seal(SEAL_KIND, key, JSON.stringify({ ...open(row), consumed })) });
     }
 
     async destroy(id: string): Promise<void> {
@@ -128,6 +128,9 @@ export function createAdapterClass(repos: Repositories, box: SecretBox, clients:
 
     async revokeByGrantId(grantId: string): Promise<void> {
       for (const [key, v] of memory) if (key.startsWith(`${this.model}:`) && v.payload.grantId === grantId) memory.delete(key);
+      // Access tokens are JWTs, stored nowhere: ending them means remembering that their grant
+      // ended, for as long as one of them could still be valid.
+      if (this.model === 'AccessToken') return markGrantEnded(repos, grantId, clock());
       if (!this.durable) return;
       const ofGrant = (rows: DurableRecord[]) => rows.filter((r) => r.model === this.model && r.grant_id === grantId);
       if (ofGrant(await repos.oauthState.list()).length === 0) return;

@@ -13,14 +13,14 @@ import { RateLimiter } from '../http/rate-limit.js';
 import type { McpInstancesService } from '../mcp/instances.js';
 import { type AppRole, appRoles, type OAuthClientKind } from '../store/schema.js';
 import { createAdapterClass } from './adapter.js';
+import { ACCESS_TOKEN_TTL_S, GRANT_CLAIM, grantClaim } from './token-family.js';
 import { type OAuthClientsService, TOKEN_EXCHANGE_GRANT } from './clients.js';
 import type { SigningKeys } from './keys.js';
 import { loadOidcProvider, withQuietConsole } from './load.js';
 import { registrationPolicy } from './registration.js';
-import { resourceTarget } from './resources.js';
+import { audienceIncludes, resourceTarget } from './resources.js';
 
 export const OAUTH_PREFIX = '/oauth';
-export const ACCESS_TOKEN_TTL_S = 10 * 60;
 const REFRESH_TOKEN_TTL_S = 14 * 24 * 60 * 60;
 const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 /** RFC 8414 §3: the metadata of the issuer `<base>/oauth`, at the well-known path inserted before its path. */
@@ -146,11 +146,19 @@ export async function createAuthorizationServer(
     await new Adapter('Grant').destroy(grantId);
   };
 
-  /** The one access-request scope a grant holds for a resource. */
-  const grantedRequestScope = (grant: OidcModel, resource: string): string | undefined =>
-    String(grant?.getResourceScope?.(resource) ?? '')
-      .split(' ')
-      .find(isAccessRequestScope);
+  /**
+   * The one access-request scope a grant holds for a resource. Every authorization makes a grant of
+   * its own (see loadExistingGrant), so a grant names exactly one; one that names two is refused
+   * rather than guessed at.
+   */
+  const grantedRequestScope = (grant: OidcModel, resource: string): string | undefined => {
+    const named = new Set(
+      String(grant?.getResourceScope?.(resource) ?? '')
+        .split(' ')
+        .filter(isAccessRequestScope),
+    );
+    return named.size === 1 ? [...named][0] : undefined;
+  };
 
   const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock);
   const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
@@ -173,6 +181,15 @@ export async function createAuthorizationServer(
       // (WWW-Authenticate, scopes_supported) in their registration, which is refused otherwise.
       scopes: ['openid', 'offline_access', ...appRoles],
       pkce: { required: () => true },
+      // oidc-provider reuses one grant per client and person (the session remembers it), and would
+      // add each new approval to it: then a token asked for one access request could carry another
+      // (the first one the grant names), and a revoked one would poison every later sign-in. svc
+      // makes a new grant at every consent instead, so each authorization issues tokens for exactly
+      // the access request it named and the person approved.
+      loadExistingGrant: async (ctx: OidcCtx) => {
+        const grantId = ctx.oidc.result?.consent?.grantId;
+        return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
+      },
       features: {
         devInteractions: { enabled: false },
         revocation: { enabled: true },
@@ -226,6 +243,7 @@ export async function createAuthorizationServer(
           // A standard client asks for a role, but the token must name the access request it stands
           // on (CONTRACT §7): that scope is in the grant, set when the person approved.
           async jwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }) {
+            if (token.grantId) jwt.payload[GRANT_CLAIM] = grantClaim(token.grantId);
             const scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);
             if (scopes.some(isAccessRequestScope) || !token.grantId || !token.resourceServer) return;
             const grant = ctx?.oidc?.entities?.Grant ?? (await ctx.oidc.provider.Grant.find(token.grantId));
@@ -273,8 +291,6 @@ export async function createAuthorizationServer(
       if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
         throw new errors.InvalidRequest(`requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
       }
-      const resource = params.resource ? String(params.resource) : audience;
-      const { canonical } = await targetOf(resource);
       let subject;
       try {
         subject = await verifier.verify(String(params.subject_token ?? ''));
@@ -282,6 +298,13 @@ export async function createAuthorizationServer(
         throw new errors.InvalidGrant('subject_token is not a valid access token of this server');
       }
       if (subject.clientId !== client.clientId) throw new errors.InvalidGrant('subject_token was issued to another client');
+      // The new token reaches no further than the one given: the same resource unless it was the
+      // whole of svc, and that same resource when none is named.
+      const resource = params.resource ? String(params.resource) : (subject.audience ?? audience);
+      const { canonical } = await targetOf(resource);
+      if (subject.audience && !audienceIncludes(base, subject.audience, canonical)) {
+        throw new errors.InvalidTarget(`subject_token is bound to ${subject.audience}; an exchanged token cannot reach further`);
+      }
       const scopes = String(params.scope ?? '').split(' ').filter(Boolean);
       if (scopes.length !== 1 || !scopes[0].startsWith(ACCESS_REQUEST_SCOPE_PREFIX)) {
         throw new errors.InvalidScope('request exactly one scope_access_request:<id>');
@@ -418,8 +441,7 @@ export async function createAuthorizationServer(
     // Known scopes the grant must cover, or the consent prompt comes back for ever.
     const oidcScopes = requested.filter((s) => s === 'openid' || s === 'offline_access' || (appRoles as readonly string[]).includes(s));
     const grantRequest = async (scope: string, extra: string[] = []) => {
-      const grant = details.grantId ? await provider.Grant.find(details.grantId) : new provider.Grant({ accountId, clientId });
-      if (!grant) return deny('grant not found');
+      const grant = new provider.Grant({ accountId, clientId });
       for (const resource of resources.length ? resources : [audience]) grant.addResourceScope(resource, [...extra, scope].join(' '));
       if (oidcScopes.length) grant.addOIDCScope(oidcScopes.join(' '));
       return finish({ consent: { grantId: await grant.save() } }, true);

@@ -54,3 +54,14 @@ export function audienceCovers(base: string, audience: string, path: string): bo
   if (target.kind === 'models') return path.startsWith('/v1/');
   return path === mcpProxyPath(target.instanceId);
 }
+
+/**
+ * Whether a token bound to `outer` may be exchanged for one bound to `inner`: only for the same
+ * resource, or anything of this daemon when `outer` is the whole of it. An exchange never widens.
+ */
+export function audienceIncludes(base: string, outer: string, inner: string): boolean {
+  const from = resourceTarget(base, outer);
+  const to = resourceTarget(base, inner);
+  if (!from || !to) return false;
+  return from.target.kind === 'all' || from.canonical === to.canonical;
+}

@@ -15,6 +15,12 @@ export class Api {
     return [...this.cookies].map(([k, v]) => `${k}=${v}`).join('; ');
   }
 
+  /** Keeps (or with null, drops) a cookie set outside `request`, as a browser keeps every cookie it is given. */
+  keepCookie(name: string, value: string | null): void {
+    if (value) this.cookies.set(name, value);
+    else this.cookies.delete(name);
+  }
+
   async request<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
     const h: Record<string, string> = { ...headers };
     if (body !== undefined && !h['Content-Type']) h['Content-Type'] = 'application/json';

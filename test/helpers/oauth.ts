@@ -72,6 +72,8 @@ export async function authorize(
       const value = pair.slice(at + 1);
       if (value) jar.set(pair.slice(0, at), value);
       else jar.delete(pair.slice(0, at));
+      // the same browser signs in again later with what it was given (the OAuth session among it)
+      user.keepCookie(pair.slice(0, at), value || null);
     }
     let location = res.headers.get('location');
     if (!location && login && res.status === 200 && new URL(url).pathname === '/ui/login') {
