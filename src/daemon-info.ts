@@ -1,3 +1,8 @@
+import { createHash } from 'node:crypto';
+import { lstat, mkdir } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
 /**
  * Where a running daemon says where it listens. Kept apart from daemon.ts so that client commands
  * can find the daemon without loading the whole server (Koa, the OAuth server, the MCP SDK).
@@ -13,3 +18,54 @@ export const INSTANCE_HEADER = 'x-svc-instance';
  */
 export const LOCAL_LOGIN_HEADER = 'x-svc-local-login';
 export const LOCAL_LOGIN_LABEL = 'svc local cli login v1';
+
+/**
+ * Where the daemon of a data dir listens for its own CLI: a Unix socket inside the data dir, which
+ * is 0700, so only the data dir's owner can reach it and no other process can stand in for it.
+ * The CLI sends everything (its session cookie, typed passwords, provider keys) there and never
+ * over TCP, where whatever holds the port after a crash would receive it.
+ *
+ * A socket path is limited to about 100 bytes (104 on macOS, 108 on Linux). A data dir too deep
+ * for that gets its socket in a private folder of the user's own instead: $XDG_RUNTIME_DIR when
+ * set (0700 by definition), else `<tmpdir>/svc-<uid>`, made 0700 and checked to be the user's.
+ */
+export const SOCKET_FILE = 'svc.sock';
+const MAX_SOCKET_PATH = 100;
+
+export interface SocketPlace {
+  /** the socket's path */
+  path: string;
+  /** the folder that keeps it private, which both sides check before use */
+  dir: string;
+}
+
+export function localSocketPlace(dataDir: string, env: NodeJS.ProcessEnv = process.env): SocketPlace {
+  const inDataDir = path.join(dataDir, SOCKET_FILE);
+  if (Buffer.byteLength(inDataDir) <= MAX_SOCKET_PATH) return { path: inDataDir, dir: dataDir };
+  const name = `svc-${createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 16)}.sock`;
+  const runtime = env.XDG_RUNTIME_DIR;
+  if (runtime && path.isAbsolute(runtime) && Buffer.byteLength(path.join(runtime, name)) <= MAX_SOCKET_PATH) return { path: path.join(runtime, name), dir: runtime };
+  const dir = path.join(os.tmpdir(), `svc-${process.getuid?.() ?? 'user'}`);
+  return { path: path.join(dir, name), dir };
+}
+
+/** Thrown when the folder a socket lives in could be another user's to replace it in. */
+export class UnsafeSocketDirError extends Error {
+  constructor(readonly dir: string, why: string) {
+    super(`The folder ${dir} that holds svc's local socket ${why}; svc will not use it.`);
+    this.name = 'UnsafeSocketDirError';
+  }
+}
+
+/**
+ * Checks that `dir` is a real folder (not a link) of this user that nobody else may write in or
+ * read; `create` makes it (0700) when missing, as the daemon does for the tmpdir fallback.
+ */
+export async function checkPrivateDir(dir: string, create = false): Promise<void> {
+  if (create) await mkdir(dir, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => (err.code === 'EEXIST' ? undefined : Promise.reject(err)));
+  const st = await lstat(dir);
+  if (!st.isDirectory()) throw new UnsafeSocketDirError(dir, 'is not a folder');
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid) throw new UnsafeSocketDirError(dir, 'belongs to another user');
+  if ((st.mode & 0o077) !== 0) throw new UnsafeSocketDirError(dir, `can be opened by other users (mode ${(st.mode & 0o777).toString(8)}; chmod 700 it)`);
+}

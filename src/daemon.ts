@@ -1,7 +1,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmod, mkdir, unlink } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
 import { type App, createApp } from './app.js';
 import { generatePassword } from './auth/password.js';
@@ -19,7 +19,7 @@ import type { DbMeta } from './store/schema.js';
 import { storeRepositories } from './store/store-repositories.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
-import { DAEMON_FILE, INSTANCE_HEADER } from './daemon-info.js';
+import { checkPrivateDir, DAEMON_FILE, INSTANCE_HEADER, localSocketPlace } from './daemon-info.js';
 
 export { DAEMON_FILE };
 
@@ -32,6 +32,8 @@ export interface DaemonInfo {
   started_at: string;
   /** random per start; the daemon answers it in X-Svc-Instance */
   instance?: string;
+  /** the Unix socket the CLI of this data dir talks to (see localSocketPlace) */
+  socket?: string;
 }
 
 export interface DaemonOptions {
@@ -118,6 +120,33 @@ function answerStarting(res: http.ServerResponse, instanceId: string): void {
   const body = JSON.stringify({ error: { message: 'svc is starting; try again in a moment.', type: 'server_error', code: 'starting' } });
   res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1', 'Cache-Control': 'no-store', [INSTANCE_HEADER]: instanceId });
   res.end(body);
+}
+
+/**
+ * Listens on the data dir's Unix socket for the CLI, handing every connection to the HTTP server,
+ * so the CLI is served by the same app, with the same accounting at shutdown, as any client.
+ */
+async function listenForCli(server: http.Server, dataDir: string): Promise<{ path: string; close: () => Promise<void> }> {
+  const place = localSocketPlace(dataDir);
+  await checkPrivateDir(place.dir, place.dir !== dataDir);
+  // The data dir is locked by this process: a socket file here is a dead daemon's.
+  await unlink(place.path).catch(() => undefined);
+  const local = net.createServer((socket) => server.emit('connection', socket));
+  await new Promise<void>((resolve, reject) => {
+    local.once('error', reject);
+    local.listen(place.path, () => {
+      local.off('error', reject);
+      resolve();
+    });
+  });
+  await chmod(place.path, 0o600);
+  return {
+    path: place.path,
+    close: async () => {
+      await new Promise<void>((resolve) => local.close(() => resolve()));
+      await unlink(place.path).catch(() => undefined);
+    },
+  };
 }
 
 /** Thrown by startDaemon when its signal aborts it: everything it had done is undone. */
@@ -233,6 +262,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
           for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
         }),
     );
+    const forCli = await listenForCli(server, config.dataDir);
+    // closed before the server's own close, which then waits for its connections as for any other
+    cleanups.push(forCli.close);
     checkpoint();
     const port = (server.address() as AddressInfo).port;
     const url = urlFor(config.host, port);
@@ -241,7 +273,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // Written as soon as the port is open, so a CLI that finds the port finds the daemon (and
     // waits out the 503s); removed at shutdown, or by the unwind of a start that does not finish.
     const infoFile = path.join(config.dataDir, DAEMON_FILE);
-    const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString(), instance: instanceId };
+    const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString(), instance: instanceId, socket: forCli.path };
     // removed last but the lock, once nothing answers any more
     cleanups.splice(1, 0, () => unlink(infoFile).catch(() => undefined));
     await writeFileDurably(infoFile, JSON.stringify(info, null, 2));

@@ -278,7 +278,8 @@ async function killedBeforeThePasswordWasShown(): Promise<string> {
     keychain: noKeychain,
     logger: createLogger('error'),
     notify: async (line) => {
-      if (BANNER.test(line)) await cp(dataDir, killed, { recursive: true });
+      // a socket file cannot be copied, and a killed daemon's socket answers nothing anyway
+      if (BANNER.test(line)) await cp(dataDir, killed, { recursive: true, filter: (from) => path.basename(from) !== 'svc.sock' });
     },
   });
   await daemon.close();

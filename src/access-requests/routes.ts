@@ -87,6 +87,8 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
     ...(record.approved_role ? { approved_role: record.approved_role } : {}),
     ...(record.approved ? { approved: record.approved } : {}),
     ...(record.authorize ? { client_kind: record.authorize.client_kind, redirect_origin: originOf(record.authorize.redirect_uri) } : {}),
+    ...(record.authorize?.suggested_instance_ids.length ? { sign_in_instance_ids: record.authorize.suggested_instance_ids } : {}),
+    ...(record.replaced_by ? { replaced_by: record.replaced_by } : {}),
     mcp_servers: record.requested.mcp_servers.map(({ url }) => {
       const mine = owned.filter((m) => m.url === url);
       // The one default every surface starts from: the instance the app's request named (an MCP
@@ -178,6 +180,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
               created_at: r.created_at,
               expires_at: r.expires_at,
               decided_at: r.decided_at,
+              ...(r.replaced_by ? { replaced_by: r.replaced_by } : {}),
               user: await usernameOf(r.user_id),
             };
           })),
@@ -209,15 +212,25 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       auth: 'session',
       params: accessRequestId,
       body: approveBody,
-      responses: { 200: { description: 'Approved; you become the grant\'s user', schema: approveResponse } },
+      responses: {
+        200: {
+          description:
+            "Approved; you become the grant's user. A sign-in made at the authorization endpoint for MCP instances (see sign_in_instance_ids) approved with none of them is denied instead, and the answer says so.",
+          schema: approveResponse.or(denyResponse),
+        },
+      },
       errors: [400, 401, 403, 404, 409],
       async handler(ctx, { params, body }) {
         const r = await service.approve(ctx.state.user!, params.id, body);
-        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, role: r.approved_role }, 'access request approved');
         const redirect = decisionRedirect(r);
+        if (r.status === 'denied') {
+          deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id }, 'sign-in approved without the instances it was for: denied');
+          return { id: r.id, status: 'denied' as const, flow_type: r.flow_type, ...(redirect ? { redirect_url: redirect } : {}) };
+        }
+        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, role: r.approved_role }, 'access request approved');
         return {
           id: r.id,
-          status: 'approved',
+          status: 'approved' as const,
           approved_role: r.approved_role!,
           access_request_scope: scopeFor(r.id),
           flow_type: r.flow_type,

@@ -166,6 +166,11 @@ export const reviewResponse = z
       .optional()
       .describe('Requests made at the authorization endpoint: added by an admin, self-registered (RFC 7591), or known by its metadata document'),
     redirect_origin: z.string().optional().describe('Requests made at the authorization endpoint: where the app gets its code after the decision'),
+    sign_in_instance_ids: z
+      .array(z.string())
+      .optional()
+      .describe('Requests made at the authorization endpoint for MCP proxy URLs: the instances the app signs in for. Approving with none of them denies the sign-in, since its token could reach nothing.'),
+    replaced_by: z.string().optional().describe('Revoked because a later sign-in of the same app and person, for the same resources, replaced it: that request'),
     approved_role: appRole.optional(),
     approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
     mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),
@@ -188,6 +193,7 @@ export const accessRequestSummary = z
     created_at: z.string(),
     expires_at: z.string(),
     decided_at: z.string().nullable(),
+    replaced_by: z.string().optional().describe('Revoked because a later sign-in of the same app and person replaced it: that request'),
     user: z.string().nullable().describe('Username of the approver (or denier)'),
   })
   .meta({ id: 'AccessRequestSummary' });

@@ -17,6 +17,17 @@ export type AppInfoLookup = (clientId: string) => Promise<{ name?: string; descr
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
+/** What a sign-in at the authorization endpoint was for, as one comparable value: its instances, or none (models). */
+const signInResources = (record: AccessRequestRecord) => [...(record.authorize?.suggested_instance_ids ?? [])].sort().join(' ');
+
+/** A sign-in for MCP instances, approved with none of them: its token would reach nothing. */
+function signInGoesNowhere(record: AccessRequestRecord, body: z.output<typeof approveBody>): boolean {
+  const wanted = record.authorize?.suggested_instance_ids ?? [];
+  if (wanted.length === 0) return false;
+  const granted = new Set((body.approved?.mcp_servers ?? []).flatMap((s) => s.instance_ids));
+  return !wanted.some((id) => granted.has(id));
+}
+
 /** The redirect URL with the decision appended (CONTRACT §6). */
 export function decisionRedirect(record: AccessRequestRecord): string | undefined {
   if (!record.redirect_url) return undefined;
@@ -229,14 +240,24 @@ export class AccessRequestsService {
     return this.appInfo(record.app_client_id);
   }
 
+  /**
+   * Approves, under SPEC 5.3. Two cases of a sign-in at the authorization endpoint (an MCP host)
+   * differ: approving it with none of the instances it signs in for is a denial, since its token
+   * is bound to those instances' proxy URLs and could do nothing; and approving it replaces the
+   * grants of earlier sign-ins of that client and person for the same resources, which are revoked
+   * and marked replaced, so grants do not pile up as a host signs in again.
+   */
   async approve(reviewer: UserRecord, id: string, body: z.output<typeof approveBody>): Promise<AccessRequestRecord> {
     try {
       const record = await this.repos.transaction(async (repos) => {
         const instances = await this.instancesFor(repos, body);
-        return this.change(repos, id, (r) => {
+        const decided = await this.change(repos, id, (r) => {
           this.requireDraft(r);
-          this.applyApproval(r, reviewer, body, instances);
+          if (signInGoesNowhere(r, body)) this.markDenied(r, reviewer);
+          else this.applyApproval(r, reviewer, body, instances);
         });
+        if (decided?.status === 'approved' && decided.authorize) await this.replaceEarlierSignIns(repos, decided, reviewer);
+        return decided;
       });
       if (!record) throw notFound('No such access request.');
       return record;
@@ -294,14 +315,32 @@ export class AccessRequestsService {
   async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {
     const record = await this.change(this.repos, id, (r) => {
       this.requireDraft(r);
-      const now = this.nowIso();
-      r.status = 'denied';
-      r.user_id = reviewer.id;
-      r.decided_at = now;
-      r.updated_at = now;
+      this.markDenied(r, reviewer);
     });
     if (!record) throw notFound('No such access request.');
     return record;
+  }
+
+  private markDenied(record: AccessRequestRecord, reviewer: UserRecord): void {
+    const now = this.nowIso();
+    record.status = 'denied';
+    record.user_id = reviewer.id;
+    record.decided_at = now;
+    record.updated_at = now;
+  }
+
+  /** Revokes the approved sign-ins of the same client, person and resources as `current`, naming it as what replaced them. */
+  private async replaceEarlierSignIns(repos: RepositorySet, current: AccessRequestRecord, reviewer: UserRecord): Promise<void> {
+    const resources = signInResources(current);
+    for (const earlier of await repos.accessRequests.approvedFor(current.app_client_id, reviewer.id)) {
+      if (earlier.id === current.id || !earlier.authorize || signInResources(earlier) !== resources) continue;
+      await repos.accessRequests.update(earlier.id, (r) => {
+        if (r.status !== 'approved') return;
+        this.markRevoked(r, reviewer);
+        r.replaced_by = current.id;
+      });
+      this.logger.info({ accessRequest: earlier.id, replacedBy: current.id, client: current.app_client_id }, 'grant replaced by a new sign-in of the same app');
+    }
   }
 
   /** approved -> revoked, by the approver or an admin; every token of that grant stops at once. */

@@ -1,11 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
-import https from 'node:https';
 import path from 'node:path';
-import { ConfigError, type ConfigFlags, defaultDataDir, resolveConfig, urlFor } from '../config.js';
+import { ConfigError, type ConfigFlags, defaultDataDir, resolveConfig } from '../config.js';
 import type { DaemonInfo } from '../daemon.js';
 import { AppError, type ErrorBody } from '../errors.js';
-import { DAEMON_FILE, INSTANCE_HEADER } from '../daemon-info.js';
+import { checkPrivateDir, DAEMON_FILE, localSocketPlace, SOCKET_FILE, UnsafeSocketDirError } from '../daemon-info.js';
 import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 
@@ -26,12 +25,13 @@ interface Answer {
 }
 
 /**
- * One request over node:http. Not fetch: its first use loads Node's bundled HTTP client, tens of
- * milliseconds of a command that takes little more (`svc requests list` is ~0.15 s in all).
+ * One request over node:http, on the daemon's Unix socket. Not fetch: its first use loads Node's
+ * bundled HTTP client, tens of milliseconds of a command that takes little more.
  */
-function call(url: URL, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
+function call(socketPath: string, pathname: string, method: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Answer> {
   return new Promise<Answer>((resolve, reject) => {
-    const req = (url.protocol === 'https:' ? https : http).request(url, { method, headers: body === undefined ? headers : { ...headers, 'Content-Length': String(Buffer.byteLength(body)) }, timeout: timeoutMs }, (res) => {
+    const sent = { ...headers, ...(body === undefined ? {} : { 'Content-Length': String(Buffer.byteLength(body)) }) };
+    const req = http.request({ socketPath, path: pathname, method, headers: sent, timeout: timeoutMs }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
@@ -63,11 +63,16 @@ function call(url: URL, method: string, headers: Record<string, string>, body: s
   });
 }
 
-/** Talks to the running daemon over HTTP with the CLI's session, like `ollama` or `docker`. */
+/**
+ * Talks to the running daemon of its data dir with the CLI's session, like `docker` does: over the
+ * Unix socket in the data dir (see localSocketPlace), never over TCP. Whatever holds the daemon's
+ * TCP port (a process that took it after a crash) never sees the CLI's cookie or what it sends.
+ */
 export class DaemonClient {
   private cookie: string | null | undefined;
 
   private constructor(
+    /** where the daemon serves browsers and apps: shown to the person, never used to send */
     readonly url: string,
     readonly dataDir: string,
     readonly info: DaemonInfo | null,
@@ -83,10 +88,25 @@ export class DaemonClient {
       throw err;
     }
     const info = await readDaemonInfo(config.dataDir);
-    const explicit = flags.host !== undefined || flags.port !== undefined || env.SVC_HOST || env.SVC_PORT;
-    // Port 0 means "a free one": only the running daemon's daemon.json knows which it got.
-    const url = info && (!explicit || config.port === 0) ? info.url : urlFor(config.host, config.port);
-    return new DaemonClient(url, config.dataDir, info, env);
+    return new DaemonClient(info?.url ?? '', config.dataDir, info, env);
+  }
+
+  /**
+   * The daemon's socket, as its daemon.json names it (a file only this user can write), checked
+   * to be one of the places a daemon of this data dir puts it, in a folder private to this user.
+   */
+  private async socketPath(info: DaemonInfo): Promise<string> {
+    const socket = info.socket;
+    if (!socket) throw new CliError(`The svc daemon of ${this.dataDir} is from an older svc that has no local socket; restart it (svc serve).`);
+    const expected = localSocketPlace(this.dataDir, this.env);
+    const sameName = path.basename(socket) === SOCKET_FILE ? path.dirname(socket) === this.dataDir : path.basename(socket) === path.basename(expected.path);
+    if (!path.isAbsolute(socket) || !sameName) throw this.notOurs(` (its daemon.json names a socket outside it: ${socket})`);
+    try {
+      await checkPrivateDir(path.dirname(socket));
+    } catch (err) {
+      throw new CliError(err instanceof UnsafeSocketDirError ? err.message : `Cannot use the svc socket ${socket}: ${(err as Error).message}`);
+    }
+    return socket;
   }
 
   /** The CLI talks only to the daemon of its own data dir (CONTRACT §2), never to whatever answers on the port. */
@@ -128,7 +148,8 @@ export class DaemonClient {
   }
 
   private async send(method: string, pathname: string, body: unknown, opts: { auth?: boolean; headers?: Record<string, string> }): Promise<{ res: Answer; parsed: unknown }> {
-    const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json' };
+    // The Host the daemon answers to (it refuses others, against DNS rebinding), as a browser would send it.
+    const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json', Host: this.info ? new URL(this.info.url).host : 'localhost' };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     if (opts.auth !== false) {
       if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);
@@ -136,14 +157,13 @@ export class DaemonClient {
     }
     // No daemon.json: no daemon of this data dir, whatever may listen on the default port.
     if (!this.info) throw this.notOurs('');
+    const socket = await this.socketPath(this.info);
     let res: Answer;
     try {
-      res = await call(new URL(`${this.url}${pathname}`), method, headers, body === undefined ? undefined : JSON.stringify(body), 30_000);
+      res = await call(socket, pathname, method, headers, body === undefined ? undefined : JSON.stringify(body), 30_000);
     } catch {
-      throw this.notOurs(` (nothing answers at ${this.url})`);
+      throw this.notOurs(` (nothing answers at ${socket}; it last listened at ${this.url})`);
     }
-    const instance = res.headers.get(INSTANCE_HEADER);
-    if (this.info.instance && instance !== this.info.instance) throw this.notOurs(` (the daemon at ${this.url} is another data dir's)`);
     const text = res.text;
     let parsed: unknown = undefined;
     if (text) {

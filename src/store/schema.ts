@@ -83,6 +83,8 @@ export interface AccessRequestRecord {
   failure_reason: string | null;
   /** present when the request was made at the authorization endpoint */
   authorize?: AuthorizeOrigin;
+  /** revoked because a later sign-in of the same app and person, for the same resources, replaced it */
+  replaced_by?: string;
 }
 
 /** An API key (CONTRACT §7b): a Bearer credential standing on an approved access request. */

@@ -104,7 +104,11 @@ export function createActions({ client, dispatch, getState, clock, exit }: Actio
       dispatch({ type: 'busy', busy: true });
       try {
         const res = await client.approve(d.id, { approved_role: d.role, approved: { version: '1', mcp_servers } });
-        dispatch({ type: 'decided', id: d.id, text: `Approved ${appLabel(s)} as ${res.approved_role} with ${count} MCP instance${count === 1 ? '' : 's'}.` });
+        const text =
+          res.status === 'denied'
+            ? `Denied ${appLabel(s)}: it signs in for an MCP instance you did not tick, so its token could reach nothing.`
+            : `Approved ${appLabel(s)} as ${res.approved_role} with ${count} MCP instance${count === 1 ? '' : 's'}.`;
+        dispatch({ type: 'decided', id: d.id, text });
       } catch (err) {
         dispatch({ type: 'busy', busy: false });
         dispatch({ type: 'notice', notice: { kind: 'error', text: `Not approved: ${describeError(err)}${hintFor(err)}` } });

@@ -8,7 +8,8 @@ export type PendingRequest = z.infer<typeof accessRequestSummary>;
 /** `GET /svc/v1/access-requests/{id}/review`. */
 export type ReviewData = z.infer<typeof reviewResponse>;
 export type ApproveRequest = z.input<typeof approveBody>;
-export type ApproveResult = z.infer<typeof approveResponse>;
+/** An approval's answer; a sign-in approved without the instances it was for is a denial. */
+export type ApproveResult = z.infer<typeof approveResponse> | z.infer<typeof denyResponse>;
 export type DenyResult = z.infer<typeof denyResponse>;
 export type { AppRole };
 

@@ -163,6 +163,16 @@ ${view.redirect_origin ? html`<p class="client" id="redirect-origin">Signs in fr
 </div></header>`;
 }
 
+/** For a sign-in made for MCP instances: said before the click, approving without them denies it. */
+function signInNote(view: ReviewData) {
+  const ids = view.sign_in_instance_ids ?? [];
+  if (ids.length === 0) return '';
+  const names = view.mcp_servers.flatMap((s) => s.instances).filter((i) => ids.includes(i.id)).map((i) => i.name);
+  return html`<p class="hint" id="sign-in-note">This app signs in for ${
+    names.length ? html`<strong>${names.join(', ')}</strong>` : 'an MCP instance that is not yours'
+  }. Approving without ${names.length === 1 ? 'it' : 'any of them'} denies the sign-in: the app could reach nothing with it.</p>`;
+}
+
 interface Selection {
   role?: AppRole;
   instanceIds?: Set<string>;
@@ -208,6 +218,7 @@ ${opts.error ? html`<p class="alert" role="alert" id="error">${opts.error.messag
 )}</div>
 </fieldset>
 <fieldset><legend>MCP servers</legend>
+${signInNote(view)}
 ${view.mcp_servers.length === 0
   ? html`<p class="none">This app did not ask for any MCP server.</p>`
   : html`<p class="hint">Tick the instances of each server the app may use. A server with nothing ticked is not shared.</p>

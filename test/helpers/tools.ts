@@ -36,6 +36,17 @@ async function lockHash(): Promise<string> {
   return createHash('sha256').update(pkg).update(lock).digest('hex');
 }
 
+function holderAlive(pid: string): boolean {
+  // a lock with no pid yet is a moment old: its holder is alive
+  if (!/^\d+$/.test(pid)) return true;
+  try {
+    process.kill(Number(pid), 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** mkdir is atomic: the first test file installs, the others wait for it (bounded). */
 async function withInstallLock<T>(fn: () => Promise<T>): Promise<T> {
   await mkdir(path.dirname(LOCK), { recursive: true });
@@ -43,9 +54,15 @@ async function withInstallLock<T>(fn: () => Promise<T>): Promise<T> {
   for (;;) {
     try {
       await mkdir(LOCK);
+      await writeFile(path.join(LOCK, 'pid'), String(process.pid));
       break;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      // a test worker killed mid-install (a timeout, Ctrl-C) leaves its lock: the next run takes it over
+      if (!holderAlive(await readFile(path.join(LOCK, 'pid'), 'utf8').catch(() => ''))) {
+        await rm(LOCK, { recursive: true, force: true });
+        continue;
+      }
       if (Date.now() > deadline) throw new Error(`another test run holds ${LOCK} for over 5 minutes; remove it if no install is running`);
       await new Promise((r) => setTimeout(r, 500));
     }

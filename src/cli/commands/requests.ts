@@ -94,7 +94,7 @@ export function registerRequests(program: Command, o: Output): void {
         ['app', r.app_name ? `${r.app_name} (${r.app_client_id})` : r.app_client_id],
         ...(r.app_description ? ([['description', r.app_description]] as [string, unknown][]) : []),
         ...(r.app_registered === false ? ([['registered', 'no: not in the OAuth client registry, so its name and client id are unverified']] as [string, unknown][]) : []),
-        ['status', r.status],
+        ['status', r.replaced_by ? `${r.status} (replaced by ${shortId(r.replaced_by)}, a later sign-in of the same app)` : r.status],
         ['flow', r.flow_type],
         ...(r.redirect_url ? ([['redirects to', r.redirect_url]] as [string, unknown][]) : []),
         ['requested role', role(r.requested_role)],
@@ -146,12 +146,16 @@ export function registerRequests(program: Command, o: Output): void {
         }
       }
       const role = opts.role ?? review.max_grantable_role;
-      const { body } = await client.request<{ id: string; status: string; approved_role: string; access_request_scope: string }>(
+      const { body } = await client.request<{ id: string; status: string; approved_role?: string; access_request_scope?: string }>(
         'PUT',
         `/svc/v1/access-requests/${enc(id)}/approve`,
         { approved_role: role, approved: { version: '1', mcp_servers } },
       );
       if (opts.json) return printJson(o, body);
+      if (body.status === 'denied') {
+        o.err(`Denied ${body.id}: it signs in for an MCP instance that was not granted, so its token could reach nothing. Grant it with --mcp URL=ID to approve.\n`);
+        return;
+      }
       const granted = mcp_servers.flatMap((m) => m.instance_ids.map((i) => `${shortId(i)} for ${m.url}`));
       const left = review.mcp_servers.filter((m) => !mcp_servers.some((g) => g.url === m.url)).map((m) => m.url);
       o.err(
