@@ -4,6 +4,7 @@ import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import { z } from 'zod';
 import { accessRequestRoutes } from './access-requests/routes.js';
+import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
@@ -74,7 +75,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     const key = await keys.appInfo(clientId);
     if (key) return key;
     const c = await clients.find(clientId);
-    return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
+    return c ? { name: appDisplayName(c.name), description: c.description ?? undefined, redirect_uris: c.redirect_uris, kind: c.kind ?? 'registered' } : undefined;
   };
   const requests = new AccessRequestsService(deps.repos, deps.clock, deps.logger, appInfo, { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts });
   const keys = new ApiKeysService(deps.repos, requests, deps.clock);

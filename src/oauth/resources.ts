@@ -54,3 +54,12 @@ export function audienceCovers(base: string, audience: string, path: string): bo
   if (target.kind === 'models') return path.startsWith('/v1/');
   return path === mcpProxyPath(target.instanceId);
 }
+
+/**
+ * Whether a token for this resource of this daemon could reach the endpoints a Power User adds
+ * (model aliases, downloads): only one for the whole service can. A token bound to an MCP proxy
+ * URL or to the model endpoints never can, so User serves it.
+ */
+export function resourceNeedsPowerUser(base: string, resource: string): boolean {
+  return resourceTarget(base, resource)?.target.kind === 'all';
+}
