@@ -296,3 +296,37 @@ describe('item 6: one grant cannot starve the others', () => {
     }
   });
 });
+
+describe('open streams are told by the route, not the path', () => {
+  it('a GET stream at the MCP proxy URL spelt with a trailing slash counts against the grant\'s open streams, not its calls', async () => {
+    const d = await startTestDaemon({ config: { grantConcurrency: 10, grantStreams: 1 } });
+    const held = http.createServer((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(': open\n\n');
+    });
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
+    const streams: AbortController[] = [];
+    try {
+      const admin = await new Api(d.url).login('admin', d.adminPassword);
+      const mcpUrl = `http://127.0.0.1:${(held.address() as AddressInfo).port}/mcp`;
+      const instance = (await admin.post('/svc/v1/mcps', { name: 'held', url: mcpUrl })).body.instance.id as string;
+      const key = (await admin.post('/svc/v1/keys', { name: 'slash', mcp_servers: [{ url: mcpUrl, instance_ids: [instance] }] })).body.key as string;
+      const listen = (suffix: string) => {
+        const ac = new AbortController();
+        streams.push(ac);
+        return fetch(`${d.url}/svc/v1/apps/mcps/${instance}/mcp${suffix}`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: ac.signal });
+      };
+      expect((await listen('/')).status).toBe(200);
+      for (const suffix of ['/', '']) {
+        const second = await listen(suffix);
+        expect(second.status, `mcp${suffix}`).toBe(429);
+        expect((await second.json()).error.message).toMatch(/open MCP streams/);
+      }
+    } finally {
+      for (const ac of streams) ac.abort();
+      held.closeAllConnections();
+      await new Promise<void>((r) => held.close(() => r()));
+      await d.stop();
+    }
+  });
+});

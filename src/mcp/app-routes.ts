@@ -131,6 +131,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       path: '/svc/v1/apps/mcps/{id}/mcp',
       operationId: 'mcpProxyGet',
       summary: 'Streamable HTTP MCP proxy: the server-to-client SSE stream',
+      stream: true,
       handler: (ctx, { params }) => proxy(ctx, params.id),
     }),
     defineRoute({
