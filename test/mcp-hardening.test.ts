@@ -53,6 +53,7 @@ async function startExpressMcp() {
 }
 
 const endless = { sent: 0, closed: false };
+const MCP_TIMEOUT_MS = 1500;
 
 /** An upstream that misbehaves on purpose, per path: quotes the credential, stalls, breaks off, or never ends an event. */
 async function startBadMcp() {
@@ -83,6 +84,13 @@ async function startBadMcp() {
       };
       res.on('close', () => (endless.closed = true));
       more();
+    } else if (req.url === '/silent') {
+      // takes the request and never answers, not even with headers
+    } else if (req.url === '/quiet' && req.method === 'GET') {
+      // a GET stream that opens at once, then says nothing for longer than svc's MCP timeout
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(': open\n\n');
+      setTimeout(() => res.end('data: {"late":true}\n\n'), 2 * MCP_TIMEOUT_MS).unref();
     } else if (req.url === '/resets') {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
       res.write('{"jsonrpc":"2.0","id":1,', () => req.socket.destroy());
@@ -113,7 +121,7 @@ describe('MCP proxy hardening (issue 11)', () => {
   let key: string;
 
   beforeAll(async () => {
-    d = await startTestDaemon({ config: { mcpTimeoutMs: 1500 } });
+    d = await startTestDaemon({ config: { mcpTimeoutMs: MCP_TIMEOUT_MS } });
     const admin = await new Api(d.url).login('admin', d.adminPassword);
     alice = await userApi(d.url, admin, 'alice', 'user');
     [express, bad, sdk] = await Promise.all([startExpressMcp(), startBadMcp(), startMcpServer({ stateful: true })]);
@@ -123,7 +131,7 @@ describe('MCP proxy hardening (issue 11)', () => {
       ids[name] = res.body.instance.id;
     };
     await add('express', express.url, { allow_tools: ['echo'] });
-    for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
+    for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut', 'silent', 'quiet']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
     await add('endless', bad.url('/endless'), { allow_tools: ['echo'] });
     await add('sdk', sdk.url);
     const grants = Object.entries(ids).map(([name, id]) => ({ name, id }));
@@ -214,6 +222,20 @@ describe('MCP proxy hardening (issue 11)', () => {
       const res = await post('stalls', call('x'));
       expect(res.status).toBe(504);
       expect((await res.json()).error.code).toBe('upstream_timeout');
+    });
+
+    it('a GET stream whose upstream never sends its headers: 504 within the MCP timeout, not a day later', async () => {
+      const started = performance.now();
+      const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids.silent}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
+      expect(res.status).toBe(504);
+      expect((await res.json()).error.code).toBe('upstream_timeout');
+      expect(performance.now() - started).toBeLessThan(MCP_TIMEOUT_MS + 3_000);
+    });
+
+    it('an established GET stream may stay quiet for longer than the MCP timeout: what the upstream says later still arrives', async () => {
+      const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids.quiet}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('data: {"late":true}');
     });
 
     it('a reset mid-body, with or without Content-Length: 502, never a truncated 200', async () => {

@@ -62,7 +62,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
-    errors: [400, 401, 403, 404, 413],
+    errors: [400, 401, 403, 404, 413, 502, 504],
   };
   return [
     defineRoute({

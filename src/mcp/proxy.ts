@@ -9,6 +9,8 @@ import type { McpInstanceRecord } from '../store/schema.js';
 import { toolAllowed } from './tools.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
+/** How long an established GET stream may go without a byte (servers may have nothing to say for hours). */
+const GET_STREAM_QUIET_MS = 24 * 60 * 60 * 1000;
 /** The most of a non-streamed MCP answer svc reads before relaying it. */
 const MCP_ANSWER_LIMIT = 32 * 1024 * 1024;
 
@@ -184,8 +186,9 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     headers,
     body: text,
     name: `MCP server of instance ${instance.name.slice(0, 60)}`,
-    // the GET stream may rightly stay quiet for long; every other answer must start in time
-    timeoutMs: method === 'GET' ? 24 * 60 * 60 * 1000 : timeoutMs,
+    // every answer must start in time; only an established GET stream may then stay quiet for long
+    timeoutMs,
+    ...(method === 'GET' ? { bodyTimeoutMs: GET_STREAM_QUIET_MS } : {}),
     signal: abort,
   });
 

@@ -31,8 +31,10 @@ export interface UpstreamRequest {
   method: 'GET' | 'POST';
   headers: Record<string, string>;
   body?: string;
-  /** time allowed until the response headers arrive, and between body chunks */
+  /** time allowed until the response headers arrive, and (unless bodyTimeoutMs) between body chunks */
   timeoutMs: number;
+  /** time allowed between body chunks, when a stream may rightly stay quiet longer than its headers may take */
+  bodyTimeoutMs?: number;
   /** aborts the upstream call, e.g. when the app disconnects */
   signal?: AbortSignal | ClientGone;
   /** names the upstream in error messages, e.g. "provider local" (never its URL) */
@@ -75,7 +77,7 @@ export async function callUpstream(req: UpstreamRequest): Promise<UpstreamRespon
       body: req.body,
       signal: req.signal,
       headersTimeout: req.timeoutMs,
-      bodyTimeout: req.timeoutMs,
+      bodyTimeout: req.bodyTimeoutMs ?? req.timeoutMs,
     });
     return { statusCode: res.statusCode, headers: res.headers, body: res.body };
   } catch (err) {
