@@ -16,6 +16,7 @@ import { UsersService } from './auth/users.js';
 import type { AppDeps, AppState } from './http/context.js';
 import { appCors } from './http/cors.js';
 import { limitPerGrant } from './http/grant-limits.js';
+import { OpenStreams } from './http/open-streams.js';
 import { bodyReadError, errorMiddleware } from './http/errors-middleware.js';
 import { apiKeyRoutes } from './keys/routes.js';
 import { ApiKeysService, ApiKeyVerifier } from './keys/service.js';
@@ -62,6 +63,8 @@ export interface App {
   openApi: () => Record<string, unknown>;
   /** stops background work (downloads); they resume at the next start */
   close(): Promise<void>;
+  /** ends the open-ended streams in flight (MCP GET streams) at once, for a stop; answers how many */
+  endOpenStreams(): number;
 }
 
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
@@ -111,6 +114,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
+  const openStreams = new OpenStreams();
   const bearer: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => perGrant(ctx, next));
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
@@ -137,7 +141,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...mcpInstanceRoutes(instances, deps.baseUrl),
     ...oauthClientRoutes(clients),
     ...protectedResourceRoutes(deps, issuer),
-    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs),
+    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs, openStreams),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),
     ...modelDownloadRoutes(downloads),
@@ -268,5 +272,6 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       clearInterval(sweeping);
       return downloads.stop();
     },
+    endOpenStreams: () => openStreams.endAll(),
   };
 }

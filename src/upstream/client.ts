@@ -56,11 +56,16 @@ export type ClientGone = EventEmitter & { aborted?: boolean };
 export function abortOnClientGone(res: ServerResponse): ClientGone {
   const gone: ClientGone = new EventEmitter();
   res.once('close', () => {
-    if (res.writableFinished) return;
-    gone.aborted = true;
-    gone.emit('abort');
+    if (!res.writableFinished) abortUpstream(gone);
   });
   return gone;
+}
+
+/** Aborts the upstream call that listens to `signal`, as if the app had gone away. */
+export function abortUpstream(signal: ClientGone): void {
+  if (signal.aborted) return;
+  signal.aborted = true;
+  signal.emit('abort');
 }
 
 /**
