@@ -51,7 +51,7 @@ export const oauthClient = z
     token_endpoint_auth_method: z.enum(['none', 'client_secret_basic']),
     kind: z.enum(['registered', 'dynamic']).describe('registered: added by an admin; dynamic: registered itself (RFC 7591)'),
     created_at: z.string(),
-    last_used_at: z.string().optional().describe('Dynamic clients: the day of their last authorization or token request'),
+    last_used_at: z.string().optional().describe('Dynamic clients: the day of their last token (registration counts as the first use)'),
   })
   .meta({ id: 'OAuthClient' });
 
@@ -178,7 +178,7 @@ export class OAuthClientsService {
     });
   }
 
-  /** Marks a dynamic client as used today (one write a day at most), so it is not swept. */
+  /** Marks a dynamic client as used today, on a token it got (one write a day at most), so it is not swept. */
   async touch(clientId: string): Promise<void> {
     const c = await this.find(clientId);
     if (c?.kind !== 'dynamic' || (c.last_used_at && this.clock() - Date.parse(c.last_used_at) < DAY_MS)) return;

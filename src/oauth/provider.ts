@@ -319,7 +319,7 @@ export async function createAuthorizationServer(
     waiting.set(uid, { id, until: now + INTERACTION_TTL_S * 1000 });
   };
 
-  // A self-registered client is kept while it gets tokens (unused ones go after 30 days). Only a
+  // A self-registered client is kept while it gets tokens (one without any for 30 days goes). Only a
   // token counts: an authorization request costs nothing to send, so it would keep any flood alive.
   const touch = (ctx: OidcCtx) => {
     const clientId = ctx?.oidc?.client?.clientId;
