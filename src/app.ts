@@ -4,6 +4,7 @@ import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import { z } from 'zod';
 import { accessRequestRoutes } from './access-requests/routes.js';
+import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
@@ -15,6 +16,7 @@ import { UsersService } from './auth/users.js';
 import type { AppDeps, AppState } from './http/context.js';
 import { appCors } from './http/cors.js';
 import { limitPerGrant } from './http/grant-limits.js';
+import { OpenStreams } from './http/open-streams.js';
 import { bodyReadError, errorMiddleware } from './http/errors-middleware.js';
 import { apiKeyRoutes } from './keys/routes.js';
 import { ApiKeysService, ApiKeyVerifier } from './keys/service.js';
@@ -61,6 +63,8 @@ export interface App {
   openApi: () => Record<string, unknown>;
   /** stops background work (downloads); they resume at the next start */
   close(): Promise<void>;
+  /** ends the open-ended streams in flight (MCP GET streams) at once, for a stop; answers how many */
+  endOpenStreams(): number;
 }
 
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
@@ -74,7 +78,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     const key = await keys.appInfo(clientId);
     if (key) return key;
     const c = await clients.find(clientId);
-    return c ? { name: c.name, description: c.description ?? undefined, redirect_uris: c.redirect_uris } : undefined;
+    return c ? { name: appDisplayName(c.name), description: c.description ?? undefined, redirect_uris: c.redirect_uris, kind: c.kind ?? 'registered' } : undefined;
   };
   const requests = new AccessRequestsService(deps.repos, deps.clock, deps.logger, appInfo, { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts });
   const keys = new ApiKeysService(deps.repos, requests, deps.clock);
@@ -110,6 +114,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
+  const openStreams = new OpenStreams();
   const bearer: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => perGrant(ctx, next));
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
@@ -136,7 +141,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...mcpInstanceRoutes(instances, deps.baseUrl),
     ...oauthClientRoutes(clients),
     ...protectedResourceRoutes(deps, issuer),
-    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs),
+    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs, openStreams),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),
     ...modelDownloadRoutes(downloads),
@@ -267,5 +272,6 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       clearInterval(sweeping);
       return downloads.stop();
     },
+    endOpenStreams: () => openStreams.endAll(),
   };
 }

@@ -35,6 +35,8 @@ export interface Config {
   rateLimitRegistration: number;
   /** At most this many self-registered clients at once; 0 turns registration off. */
   dynamicClientMax: number;
+  /** At most this many self-registered clients registered from one address; 0 = only the total cap. */
+  dynamicClientMaxPerAddress: number;
   /** Self-registered clients unused this many days are removed; 0 keeps them. */
   dynamicClientRetentionDays: number;
   /** Expired, denied and failed access requests are removed after this many days; 0 keeps them. */
@@ -70,6 +72,7 @@ export interface ConfigFlags {
   clientMetadataAllowLoopback?: boolean;
   rateLimitRegistration?: string | number;
   dynamicClientMax?: string | number;
+  dynamicClientMaxPerAddress?: string | number;
   dynamicClientRetentionDays?: string | number;
   requestRetentionDays?: string | number;
   revokedRetentionDays?: string | number;
@@ -185,6 +188,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     clientMetadataAllowLoopback: Boolean(flags.clientMetadataAllowLoopback) || env.SVC_CLIENT_METADATA_ALLOW_LOOPBACK === '1' || env.SVC_CLIENT_METADATA_ALLOW_LOOPBACK === 'true',
     rateLimitRegistration: integer(pick(flags.rateLimitRegistration, 'SVC_RATE_LIMIT_REGISTRATION') ?? 10, 'rate-limit-registration', 0, 1_000_000),
     dynamicClientMax: integer(pick(flags.dynamicClientMax, 'SVC_DYNAMIC_CLIENT_MAX') ?? 500, 'dynamic-client-max', 0, 1_000_000),
+    dynamicClientMaxPerAddress: integer(pick(flags.dynamicClientMaxPerAddress, 'SVC_DYNAMIC_CLIENT_MAX_PER_ADDRESS') ?? 100, 'dynamic-client-max-per-address', 0, 1_000_000),
     dynamicClientRetentionDays: integer(pick(flags.dynamicClientRetentionDays, 'SVC_DYNAMIC_CLIENT_RETENTION_DAYS') ?? 30, 'dynamic-client-retention-days', 0, 36_500),
     requestRetentionDays: integer(pick(flags.requestRetentionDays, 'SVC_REQUEST_RETENTION_DAYS') ?? 7, 'request-retention-days', 0, 36_500),
     revokedRetentionDays: integer(pick(flags.revokedRetentionDays, 'SVC_REVOKED_RETENTION_DAYS') ?? 30, 'revoked-retention-days', 0, 36_500),

@@ -259,6 +259,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
             clearTimeout(force);
             resolve();
           });
+          // A stream with no end of its own (an MCP host's GET stream) would hold the whole grace:
+          // it ends now, once nothing new can connect; its connection then closes like an idle one.
+          app?.endOpenStreams();
           for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
         }),
     );

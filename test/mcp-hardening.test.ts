@@ -53,6 +53,7 @@ async function startExpressMcp() {
 }
 
 const endless = { sent: 0, closed: false };
+const MCP_TIMEOUT_MS = 1500;
 
 /** An upstream that misbehaves on purpose, per path: quotes the credential, stalls, breaks off, or never ends an event. */
 async function startBadMcp() {
@@ -83,6 +84,13 @@ async function startBadMcp() {
       };
       res.on('close', () => (endless.closed = true));
       more();
+    } else if (req.url === '/silent') {
+      // takes the request and never answers, not even with headers
+    } else if (req.url === '/quiet' && req.method === 'GET') {
+      // a GET stream that opens at once, then says nothing for longer than svc's MCP timeout
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(': open\n\n');
+      setTimeout(() => res.end('data: {"late":true}\n\n'), 2 * MCP_TIMEOUT_MS).unref();
     } else if (req.url === '/resets') {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
       res.write('{"jsonrpc":"2.0","id":1,', () => req.socket.destroy());
@@ -113,7 +121,7 @@ describe('MCP proxy hardening (issue 11)', () => {
   let key: string;
 
   beforeAll(async () => {
-    d = await startTestDaemon({ config: { mcpTimeoutMs: 1500 } });
+    d = await startTestDaemon({ config: { mcpTimeoutMs: MCP_TIMEOUT_MS } });
     const admin = await new Api(d.url).login('admin', d.adminPassword);
     alice = await userApi(d.url, admin, 'alice', 'user');
     [express, bad, sdk] = await Promise.all([startExpressMcp(), startBadMcp(), startMcpServer({ stateful: true })]);
@@ -123,7 +131,7 @@ describe('MCP proxy hardening (issue 11)', () => {
       ids[name] = res.body.instance.id;
     };
     await add('express', express.url, { allow_tools: ['echo'] });
-    for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
+    for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut', 'silent', 'quiet']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
     await add('endless', bad.url('/endless'), { allow_tools: ['echo'] });
     await add('sdk', sdk.url);
     const grants = Object.entries(ids).map(([name, id]) => ({ name, id }));
@@ -216,6 +224,20 @@ describe('MCP proxy hardening (issue 11)', () => {
       expect((await res.json()).error.code).toBe('upstream_timeout');
     });
 
+    it('a GET stream whose upstream never sends its headers: 504 within the MCP timeout, not a day later', async () => {
+      const started = performance.now();
+      const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids.silent}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
+      expect(res.status).toBe(504);
+      expect((await res.json()).error.code).toBe('upstream_timeout');
+      expect(performance.now() - started).toBeLessThan(MCP_TIMEOUT_MS + 3_000);
+    });
+
+    it('an established GET stream may stay quiet for longer than the MCP timeout: what the upstream says later still arrives', async () => {
+      const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids.quiet}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('data: {"late":true}');
+    });
+
     it('a reset mid-body, with or without Content-Length: 502, never a truncated 200', async () => {
       for (const name of ['resets', 'cut']) {
         const res = await post(name, call('x'));
@@ -292,6 +314,40 @@ describe('item 6: one grant cannot starve the others', () => {
       held.closeAllConnections();
       await new Promise<void>((r) => held.close(() => r()));
       await slow.close();
+      await d.stop();
+    }
+  });
+});
+
+describe('open streams are told by the route, not the path', () => {
+  it('a GET stream at the MCP proxy URL spelt with a trailing slash counts against the grant\'s open streams, not its calls', async () => {
+    const d = await startTestDaemon({ config: { grantConcurrency: 10, grantStreams: 1 } });
+    const held = http.createServer((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.write(': open\n\n');
+    });
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
+    const streams: AbortController[] = [];
+    try {
+      const admin = await new Api(d.url).login('admin', d.adminPassword);
+      const mcpUrl = `http://127.0.0.1:${(held.address() as AddressInfo).port}/mcp`;
+      const instance = (await admin.post('/svc/v1/mcps', { name: 'held', url: mcpUrl })).body.instance.id as string;
+      const key = (await admin.post('/svc/v1/keys', { name: 'slash', mcp_servers: [{ url: mcpUrl, instance_ids: [instance] }] })).body.key as string;
+      const listen = (suffix: string) => {
+        const ac = new AbortController();
+        streams.push(ac);
+        return fetch(`${d.url}/svc/v1/apps/mcps/${instance}/mcp${suffix}`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: ac.signal });
+      };
+      expect((await listen('/')).status).toBe(200);
+      for (const suffix of ['/', '']) {
+        const second = await listen(suffix);
+        expect(second.status, `mcp${suffix}`).toBe(429);
+        expect((await second.json()).error.message).toMatch(/open MCP streams/);
+      }
+    } finally {
+      for (const ac of streams) ac.abort();
+      held.closeAllConnections();
+      await new Promise<void>((r) => held.close(() => r()));
       await d.stop();
     }
   });

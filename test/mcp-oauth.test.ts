@@ -19,6 +19,7 @@ import { type OAuthClientProvider, UnauthorizedError } from '@modelcontextprotoc
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import * as oidc from 'openid-client';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cleanEnv, type ServeProcess, startServe } from './helpers/cli.js';
@@ -26,6 +27,8 @@ import { consentInBrowser, launchChromium } from './helpers/consent.js';
 import { tempDir } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
+import { authorize, REDIRECT_URI } from './helpers/oauth.js';
+import { BAD_REDIRECTS, GOOD_REDIRECTS } from './helpers/redirects.js';
 import { makeTestCa, startHttpsDocs } from './helpers/tls.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
@@ -282,6 +285,54 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
     }
     expect(docs.hits).toEqual(expect.arrayContaining(['/bad/missing.json', '/bad/not-object.json', '/bad/other-id.json', '/bad/secret.json']));
     expect((await pat.get('/svc/v1/access-requests')).body.data.length).toBe(before);
+  });
+
+  /** The first answer of svc's authorization endpoint to a metadata-document client with this redirect. */
+  async function authorizeWithDocument(docPath: string, redirectUri: string) {
+    const url = new URL(`${base}/oauth/auth`);
+    const params = { client_id: `${docs.origin}${docPath}`, response_type: 'code', redirect_uri: redirectUri, code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', resource: proxyUrl(instanceA) };
+    for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+    return fetch(url, { redirect: 'manual', headers: { Cookie: pat.cookieHeader } });
+  }
+
+  it('a metadata document\'s redirect URIs pass the same allow-list as a registration: every bad scheme stops the sign-in and makes no request, the good ones go on', async () => {
+    const good = documents.get('/oauth/client-metadata.json') as Record<string, unknown>;
+    const before = (await pat.get('/svc/v1/access-requests')).body.data.length;
+    for (const [i, uri] of BAD_REDIRECTS.entries()) {
+      const docPath = `/redirects/bad-${i}.json`;
+      documents.set(docPath, { ...good, client_id: `${docs.origin}${docPath}`, redirect_uris: [uri], application_type: /^https?:/.test(uri) ? 'web' : 'native' });
+      const res = await authorizeWithDocument(docPath, uri);
+      expect(res.status, `${uri}: ${res.headers.get('location')}`).toBe(400);
+      expect(await res.text(), uri).toMatch(/invalid_redirect_uri|invalid_client/);
+    }
+    expect((await pat.get('/svc/v1/access-requests')).body.data.length).toBe(before);
+    for (const [i, uri] of GOOD_REDIRECTS.entries()) {
+      const docPath = `/redirects/good-${i}.json`;
+      documents.set(docPath, { ...good, client_id: `${docs.origin}${docPath}`, redirect_uris: [uri], application_type: /^https?:/.test(uri) ? 'web' : 'native' });
+      const res = await authorizeWithDocument(docPath, uri);
+      expect(res.status, `${uri}: ${await res.clone().text()}`).toBe(303);
+      expect(res.headers.get('location'), uri).toContain('/oauth/interaction/');
+    }
+  });
+
+  it('a metadata document\'s client_name reaches the review API and page without bidi or invisible characters, as a client svc does not vouch for', async () => {
+    const good = documents.get('/oauth/client-metadata.json') as Record<string, unknown>;
+    const docPath = '/names/sneaky.json';
+    const clientId = `${docs.origin}${docPath}`;
+    const config = await oidc.discovery(new URL(`${base}/oauth`), clientId, undefined, oidc.None(), { execute: [oidc.allowInsecureRequests] });
+    documents.set(docPath, { ...good, client_id: clientId, client_name: 'Notes\u202eppA\u2066\u200b Host', redirect_uris: [REDIRECT_URI] });
+    let seen = false;
+    const result = await authorize(config, pat, 'scope_user_user', { resource: proxyUrl(instanceA) }, undefined, async (id) => {
+      const review = await pat.get(`/svc/v1/access-requests/${id}/review`);
+      expect(review.body).toMatchObject({ app_client_id: clientId, client_kind: 'metadata_document', app_registered: false, app_name: 'Notes\uFFFDppA\uFFFD\uFFFD Host' });
+      const page = await pat.get(`/ui/apps/access-requests/review?id=${id}`);
+      expect(page.text).toContain('Known by its metadata document');
+      for (const c of ['\u202e', '\u2066', '\u200b']) expect(page.text).not.toContain(c);
+      expect((await pat.post(`/svc/v1/access-requests/${id}/deny`)).status).toBe(200);
+      seen = true;
+    });
+    expect(seen).toBe(true);
+    expect(result.error).toBe('access_denied');
   });
 
   for (const kind of ['dcr', 'cimd'] as const) {

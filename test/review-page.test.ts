@@ -416,7 +416,7 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'review-page', 'Chromium at /usr/bin/c
   });
 
   /** A standard OAuth client (an MCP host) that registered itself, and the URL of its sign-in for pat's instance. */
-  async function hostSignIn(name = 'Claude Code') {
+  async function hostSignIn(name = 'Claude Code', scope = 'scope_user_user', resource = `${d.baseUrl}/svc/v1/apps/mcps/${a2}/mcp`) {
     const callback = `${appServer.origin}/callback`;
     const reg = await app.post('/oauth/reg', { client_name: name, redirect_uris: [callback], token_endpoint_auth_method: 'none' });
     expect(reg.status, reg.text).toBe(201);
@@ -428,8 +428,8 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'review-page', 'Chromium at /usr/bin/c
       code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
       code_challenge_method: 'S256',
       state: 'xyz',
-      scope: 'scope_user_user',
-      resource: `${d.baseUrl}/svc/v1/apps/mcps/${a2}/mcp`,
+      scope,
+      resource,
     };
     for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
     return { url: url.href, clientId: reg.body.client_id as string, callback };
@@ -452,6 +452,47 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'review-page', 'Chromium at /usr/bin/c
     expect(back.searchParams.get('code')).toBeTruthy();
     expect(back.searchParams.get('state')).toBe('xyz');
     expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('a client that registered itself is badged so in request-access too, its name without invisible characters; an admin\'s client is badged registered', async () => {
+    const reg = await app.post('/oauth/reg', { client_name: 'Work\u202eseton\u2066 notes\u200b', redirect_uris: [`${appServer.origin}/callback`], token_endpoint_auth_method: 'none' });
+    expect(reg.status, reg.text).toBe(201);
+    const selfMade = await create({ app_client_id: reg.body.client_id });
+    const { clientId } = await registerClient(admin, { name: 'Work notes' });
+    const byAdmin = await create({ app_client_id: clientId });
+    const { page, problems } = await openPage();
+    await page.goto(selfMade.review_url);
+    expect(await page.locator('#client-kind').textContent()).toBe('Registered itself');
+    expect(await page.locator('.monogram').getAttribute('class')).toContain('unknown');
+    const h1 = (await page.locator('h1').textContent())!;
+    expect(h1).toBe('Work\uFFFDseton\uFFFD notes\uFFFD wants to use your local AI');
+    for (const c of ['\u202e', '\u2066', '\u200b']) expect(await page.content()).not.toContain(c);
+    await page.goto(byAdmin.review_url);
+    expect(await page.locator('#client-kind').textContent()).toBe('Registered by your admin');
+    expect(await page.locator('.monogram').getAttribute('class')).not.toContain('unknown');
+    expect(problems).toEqual([]);
+    await page.close();
+  });
+
+  it('starts a sign-in for an MCP proxy URL at User even when the host asks for Power User; a sign-in for the whole service at what it asked', async () => {
+    const { page } = await openPage();
+    const mcpOnly = await hostSignIn('Inspector', 'scope_user_power_user');
+    await page.goto(mcpOnly.url);
+    await page.waitForURL(/review\?id=/);
+    const id = new URL(page.url()).searchParams.get('id')!;
+    expect((await pat.get(`/svc/v1/access-requests/${id}/review`)).body).toMatchObject({ requested_role: 'scope_user_power_user', max_grantable_role: 'scope_user_power_user', suggested_role: 'scope_user_user' });
+    expect(await page.locator('#role-scope_user_power_user').count()).toBe(1);
+    expect(await page.locator('#role-scope_user_user').isChecked()).toBe(true);
+    await page.click('#deny');
+    await page.waitForURL((u) => u.href.startsWith(mcpOnly.callback));
+
+    const whole = await hostSignIn('Admin tool', 'scope_user_power_user', d.baseUrl);
+    await page.goto(whole.url);
+    await page.waitForURL(/review\?id=/);
+    expect(await page.locator('#role-scope_user_power_user').isChecked()).toBe(true);
+    await page.click('#deny');
+    await page.waitForURL((u) => u.href.startsWith(whole.callback));
     await page.close();
   });
 

@@ -436,6 +436,30 @@ describe('item 9: bad input and what the terminal shows', () => {
     expect(knownShown.stdout).toContain(`redirects to\t${REDIRECT_URI}\n`);
   });
 
+  it('a client that registered itself (RFC 7591) and asks through request-access is not a registered app: the API, svc requests show and list say it registered itself, and its name comes without invisible characters', async () => {
+    const reg = await new Api(d.url).post('/oauth/reg', { client_name: 'Known\u202eppA\u200b\u2066 App', redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none' });
+    expect(reg.status, reg.text).toBe(201);
+    const clientId = reg.body.client_id as string;
+    const created = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: clientId }));
+    expect(created.status, created.text).toBe(201);
+    const review = await admin.get(`/svc/v1/access-requests/${created.body.id}/review`);
+    expect(review.body).toMatchObject({ app_client_id: clientId, app_registered: false, client_kind: 'dynamic' });
+    expect(review.body.app_name).toBe('Known\uFFFDppA\uFFFD\uFFFD App');
+    const listed = (await admin.get('/svc/v1/access-requests?status=draft')).body.data.find((r: { id: string }) => r.id === created.body.id);
+    expect(listed).toMatchObject({ app_registered: false, client_kind: 'dynamic', app_name: review.body.app_name });
+    const shown = await runSvc(['requests', 'show', created.body.id], { env });
+    expect(shown.exitCode, shown.stderr).toBe(0);
+    expect(shown.stdout).toMatch(/^client\tregistered itself$/m);
+    expect(shown.stdout).toMatch(/^registered\tno: it registered itself, so its name is its own claim$/m);
+    const json = JSON.parse((await runSvc(['requests', 'list', '--json'], { env })).stdout) as { id: string; client_kind?: string }[];
+    expect(json.find((r) => r.id === created.body.id)).toMatchObject({ client_kind: 'dynamic', app_registered: false });
+    // an admin's client is registered, in request-access as at the authorization endpoint
+    const { clientId: known } = await registerClient(admin, { name: 'Known App' });
+    const made = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: known }));
+    expect((await admin.get(`/svc/v1/access-requests/${made.body.id}/review`)).body).toMatchObject({ app_registered: true, client_kind: 'registered', app_name: 'Known App' });
+    expect((await runSvc(['requests', 'show', made.body.id], { env })).stdout).toMatch(/^client\tregistered by your admin$/m);
+  });
+
   it('zero-width, bidi and Unicode tag characters in app strings never reach the terminal', async () => {
     const sneaky = ['\u200b', '\u200d', '\u2060', '\ufeff', '\u202e', '\u2066', '\u{E0001}', '\u{E0041}', '\u{E007F}'];
     const { clientId } = await registerClient(admin, { name: `Notes${sneaky.join('')}App`, description: `Harmless\u{E0049}\u{E0047}\u{E004E}\u200bnote` });

@@ -1,11 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
 import { startTestDaemon, tempDir } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
+import { startMcpServer } from './helpers/mcp-servers.js';
 import { startUpstream } from './helpers/upstream.js';
 
 it('shuts down gracefully: an in-flight stream finishes, acknowledged writes are on disk, new connections are refused', async () => {
@@ -63,4 +66,54 @@ it('closes idle connections at once: a keep-alive socket and one that never sent
   await bothClosed;
   // the 10 s forced close for busy connections never had to run
   expect(d.logs.join('')).not.toContain('still busy');
+});
+
+/** Resolves once `check` holds; a wait that runs out fails the test. */
+async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+it('a stop with an MCP host connected (its GET stream open) takes under 2 s, while an ordinary request in flight still finishes', { timeout: 20_000 }, async () => {
+  const mcp = await startMcpServer({ stateful: true });
+  const upstream = await startUpstream({ chunkDelayMs: 150, chunks: 4 });
+  const d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+  let client: Client | undefined;
+  try {
+    const admin = await new Api(d.url).login('admin', d.adminPassword);
+    await admin.post('/svc/v1/providers', { name: 'local', base_url: upstream.url });
+    const instance = (await admin.post('/svc/v1/mcps', { name: 'notes', url: mcp.url })).body.instance.id as string;
+    const key = (await admin.post('/svc/v1/keys', { name: 'host', mcp_servers: [{ url: mcp.url, instance_ids: [instance] }] })).body.key as string;
+
+    // the SDK client opens its GET stream right after initialization, and keeps it
+    client = new Client({ name: 'connected-host', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${d.url}/svc/v1/apps/mcps/${instance}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${key}` } } }));
+    await until(() => mcp.seen.some((r) => r.method === 'GET'), 'the host\'s GET stream to reach the MCP server');
+
+    const openai = new OpenAI({ baseURL: `${d.url}/v1`, apiKey: key, maxRetries: 0 });
+    const stream = await openai.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'x' }], stream: true });
+    let text = '';
+    let closing: Promise<void> | undefined;
+    let started = 0;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? '';
+      if (!closing) {
+        started = performance.now();
+        closing = d.close(); // SIGTERM and Ctrl-C do exactly this
+      }
+    }
+    await closing;
+    const took = performance.now() - started;
+    expect(text).toBe('part0 part1 part2 part3 ');
+    expect(took).toBeLessThan(2_000);
+    expect(d.logs.join('')).not.toContain('still busy');
+  } finally {
+    await client?.close().catch(() => undefined);
+    await d.stop();
+    await upstream.close();
+    await mcp.close();
+  }
 });

@@ -4,7 +4,8 @@ import { storedOnDisk } from './helpers/store.js';
 import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
 import { rm } from 'node:fs/promises';
 import { Api, userApi } from './helpers/http.js';
-import { authorize, oidcConfig, REDIRECT_URI, registerClient } from './helpers/oauth.js';
+import { approvedScope, authorize, oidcConfig, REDIRECT_URI, registerClient } from './helpers/oauth.js';
+import { BAD_REDIRECTS, GOOD_REDIRECTS } from './helpers/redirects.js';
 
 /**
  * CONTRACT §7a: standard OAuth clients (MCP hosts, any OAuth app) get in through consent at the
@@ -51,6 +52,19 @@ describe('standard clients at the authorization endpoint', () => {
     expect(res.body.dpop_signing_alg_values_supported).toBeUndefined();
   });
 
+  it('advertises only the client authentication it accepts: none (public clients) and client_secret_basic (admin-added confidential clients), which still works', async () => {
+    const meta = (await new Api(d.url).get('/.well-known/oauth-authorization-server/oauth')).body;
+    expect(meta.token_endpoint_auth_methods_supported).toEqual(['none', 'client_secret_basic']);
+    for (const key of ['revocation_endpoint_auth_methods_supported', 'introspection_endpoint_auth_methods_supported']) {
+      if (key in meta) expect(meta[key], key).toEqual(['none', 'client_secret_basic']);
+    }
+    const { clientId, secret } = await registerClient(admin, { name: 'Confidential' });
+    const { scope } = await approvedScope(d, alice, clientId);
+    const result = await authorize(await oidcConfig(d, clientId, secret), alice, scope);
+    expect(result.error, result.description ?? '').toBeUndefined();
+    expect(result.tokens!.access_token).toBeTruthy();
+  });
+
   it('points a 401 from an MCP proxy URL at that URL’s own RFC 9728 document, served with CORS and real scopes', async () => {
     const res = await new Api(d.url).post(`/svc/v1/apps/mcps/${instanceId}/mcp`, {});
     expect(res.status).toBe(401);
@@ -60,13 +74,14 @@ describe('standard clients at the authorization endpoint', () => {
     expect(challenge).toContain('scope="scope_user_user"');
     const prm = await fetch(metadataUrl, { headers: { Origin: 'http://localhost:6274' } });
     expect(prm.headers.get('access-control-allow-origin')).toBe('*');
+    // a token bound to the MCP URL is used only there, where User serves every call
     expect(await prm.json()).toMatchObject({
       resource: proxyUrl(),
       authorization_servers: [`${d.baseUrl}/oauth`],
-      scopes_supported: ['scope_user_user', 'scope_user_power_user'],
+      scopes_supported: ['scope_user_user'],
     });
     const root = await new Api(d.url).get('/.well-known/oauth-protected-resource');
-    expect(root.body.scopes_supported).not.toContain('scope_access_request:<id>');
+    expect(root.body.scopes_supported).toEqual(['scope_user_user', 'scope_user_power_user']);
   });
 
   it('a pre-registered public client asking no scope: review, approve, code, a token bound to the MCP URL', async () => {
@@ -237,28 +252,60 @@ describe('standard clients at the authorization endpoint', () => {
       }
     });
 
-    it('refuses confidential clients and redirects that are not loopback http, https or a private-use scheme, and stores nothing', async () => {
+    it('refuses confidential clients and every redirect outside the allow-list (loopback http, https, reverse-domain private-use schemes), and stores nothing', async () => {
       const before = (await admin.get('/admin/v1/clients')).body.data.length;
       const cases: [Record<string, unknown>, string][] = [
         [{ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
-        [{ redirect_uris: [REDIRECT_URI] }, 'invalid_client_metadata'],
-        [{ redirect_uris: ['http://evil.example/cb'], token_endpoint_auth_method: 'none' }, 'invalid_redirect_uri'],
-        [{ redirect_uris: ['javascript:alert(1)'], token_endpoint_auth_method: 'none' }, 'invalid_redirect_uri'],
+        [{ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'client_secret_post' }, 'invalid_client_metadata'],
         [{ redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none', svc_policy: 'off' }, 'invalid_client_metadata'],
+        ...BAD_REDIRECTS.map((uri): [Record<string, unknown>, string] => [{ redirect_uris: [uri], token_endpoint_auth_method: 'none', application_type: 'native' }, 'invalid_redirect_uri']),
       ];
       for (const [body, error] of cases) {
         const res = await register(body);
         expect(res.status, JSON.stringify(body)).toBe(400);
         expect(res.body.error, JSON.stringify(body)).toBe(error);
       }
-      // a native app's private-use scheme is fine
-      const native = await register({ redirect_uris: ['com.example.app:/oauth'], token_endpoint_auth_method: 'none', application_type: 'native' });
-      expect(native.status, native.text).toBe(201);
-      expect((await admin.get('/admin/v1/clients')).body.data.length).toBe(before + 1);
+      expect((await admin.get('/admin/v1/clients')).body.data.length).toBe(before);
+      for (const uri of GOOD_REDIRECTS) {
+        const res = await register({ redirect_uris: [uri], token_endpoint_auth_method: 'none', application_type: /^https?:/.test(uri) ? 'web' : 'native' });
+        expect(res.status, `${uri}: ${res.text}`).toBe(201);
+      }
+      expect((await admin.get('/admin/v1/clients')).body.data.length).toBe(before + GOOD_REDIRECTS.length);
+    });
+
+    it('a registration that names no token_endpoint_auth_method (the Python MCP SDK) is a public client: "none" in the answer, no secret anywhere', async () => {
+      const res = await register({ client_name: 'python host', redirect_uris: [REDIRECT_URI], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] });
+      expect(res.status, res.text).toBe(201);
+      expect(res.body.token_endpoint_auth_method).toBe('none');
+      expect(res.body.client_secret).toBeUndefined();
+      expect(res.body.client_secret_expires_at).toBeUndefined();
+      const clientId = res.body.client_id as string;
+      const stored = d.store.all('oauth_clients').find((c: { client_id: string }) => c.client_id === clientId);
+      expect(JSON.stringify(stored)).not.toMatch(/client_secret"\s*:\s*"/);
+      // and it signs in like any public client
+      const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_user', {}, undefined, approve('scope_user_user', []));
+      expect(result.error, result.description ?? '').toBeUndefined();
+      expect(result.tokens!.access_token).toBeTruthy();
+    });
+
+    it('holds at most --dynamic-client-max-per-address self-registered clients from one address; other addresses and the total cap are apart', async () => {
+      const capped = await startTestDaemon({ config: { dynamicClientMaxPerAddress: 2, rateLimitRegistration: 0 } });
+      try {
+        const reg = () => fetch(`${capped.url}/oauth/reg`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ redirect_uris: [REDIRECT_URI] }) });
+        expect((await reg()).status).toBe(201);
+        expect((await reg()).status).toBe(201);
+        const over = await reg();
+        expect(over.status).toBe(429);
+        expect(await over.json()).toMatchObject({ error: 'too_many_clients', error_description: expect.stringMatching(/This address/) });
+        expect(capped.store.count('oauth_clients')).toBe(2);
+        expect(capped.store.all('oauth_clients').map((c: { registered_from?: string }) => c.registered_from)).toEqual(['127.0.0.1', '127.0.0.1']);
+      } finally {
+        await capped.stop();
+      }
     });
   });
 
-  it('removes self-registered clients unused for the retention period, and keeps used ones', async () => {
+  it('removes self-registered clients unused for the retention period; only a token keeps one', async () => {
     const dataDir = await tempDir();
     const clock = testClock();
     const DAY = 24 * 60 * 60 * 1000;
@@ -268,19 +315,28 @@ describe('standard clients at the authorization endpoint', () => {
         new Api(daemon.url).post('/oauth/reg', { client_name: name, redirect_uris: [REDIRECT_URI], token_endpoint_auth_method: 'none' }).then((r) => r.body.client_id as string);
       const stale = await reg('stale');
       const used = await reg('used');
-      const registered = (await registerClient(await new Api(daemon.url).login('admin', daemon.adminPassword), { name: 'by admin', public: true })).clientId;
+      const poked = await reg('poked');
+      const password = daemon.adminPassword;
+      const registered = (await registerClient(await new Api(daemon.url).login('admin', password), { name: 'by admin', public: true })).clientId;
       await daemon.stop();
       clock.advance(20 * DAY);
       daemon = await startTestDaemon({ dataDir, clock });
-      // a sign-in of `used` marks it used (the authorization endpoint answers with its login redirect)
-      const config = await oidcConfig(daemon, used);
+      // anyone can send an authorization request for any client id: that keeps nothing alive
+      const config = await oidcConfig(daemon, poked);
       const url = oidc.buildAuthorizationUrl(config, { redirect_uri: REDIRECT_URI, scope: 'scope_user_user', code_challenge: 'x'.repeat(43), code_challenge_method: 'S256' });
       expect((await fetch(url, { redirect: 'manual' })).status).toBe(303);
+      // a token does: `used` completes a sign-in the person approved
+      const admin = await new Api(daemon.url).login('admin', password);
+      const signedIn = await authorize(await oidcConfig(daemon, used), admin, 'scope_user_user', {}, undefined, async (id) => {
+        expect((await admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' })).status).toBe(200);
+      });
+      expect(signedIn.tokens?.access_token, signedIn.description ?? '').toBeTruthy();
       await daemon.stop();
       clock.advance(11 * DAY);
       daemon = await startTestDaemon({ dataDir, clock });
       const ids = (await storedOnDisk(dataDir)).oauth_clients.map((c: { client_id: string }) => c.client_id);
       expect(ids).not.toContain(stale);
+      expect(ids).not.toContain(poked);
       expect(ids).toContain(used);
       expect(ids).toContain(registered);
     } finally {

@@ -2,7 +2,9 @@ import type { Middleware } from 'koa';
 import type { AppDeps, AppState } from '../http/context.js';
 import { RateLimiter } from '../http/rate-limit.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
-import type { AccessRequestRecord, McpInstanceRecord, UserRecord } from '../store/schema.js';
+import { resourceNeedsPowerUser } from '../oauth/resources.js';
+import type { AccessRequestRecord, AppRole, McpInstanceRecord, UserRecord } from '../store/schema.js';
+import { appDisplayName, type ClientKind } from './client-kinds.js';
 import {
   accessRequestId,
   approveBody,
@@ -67,14 +69,52 @@ function pollLimit(deps: AppDeps): Middleware<AppState> {
   };
 }
 
-export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[]) {
+export type AppInfo = Awaited<ReturnType<AccessRequestsService['appInfoFor']>>;
+
+/**
+ * How svc knows the client, whatever flow the request came by: from the registry (added by an
+ * admin, or registered itself), else by the metadata document the authorization server fetched
+ * for it. A client id alone, as any app may send to request-access, proves nothing.
+ */
+function clientKindOf(record: AccessRequestRecord, app: AppInfo): ClientKind | undefined {
+  if (app?.kind) return app.kind;
+  return record.authorize?.client_kind === 'metadata_document' ? 'metadata_document' : undefined;
+}
+
+/** The client as every review surface shows it: its name, and whether that name is vouched for. */
+export function clientView(record: AccessRequestRecord, app: AppInfo) {
+  const kind = clientKindOf(record, app);
+  const name = app?.name ?? record.authorize?.client_name;
+  return {
+    ...(name ? { app_name: appDisplayName(name) } : {}),
+    // vouched for: an admin registered it, or it is one of svc's own API keys
+    app_registered: app !== undefined && kind !== 'dynamic',
+    ...(kind ? { client_kind: kind } : {}),
+  };
+}
+
+/**
+ * The role every review surface starts from: the lowest that serves what the request is for. A
+ * sign-in whose token is bound to MCP proxy URLs or the model endpoints can use nothing a Power
+ * User adds, so User; otherwise the requested role, capped at what this reviewer may grant.
+ */
+function suggestedRole(record: AccessRequestRecord, cap: AppRole, base: string): AppRole {
+  const resources = record.authorize?.resources;
+  if (!resources) return cap;
+  const needsPowerUser = resources.length === 0 || resources.some((r) => resourceNeedsPowerUser(base, r));
+  return needsPowerUser ? cap : 'scope_user_user';
+}
+
+export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[], base: string) {
   const app = await service.appInfoFor(record);
+  const cap = service.maxGrantable(record, reviewer);
+  const { app_name, ...client } = clientView(record, app);
   return {
     id: record.id,
     app_client_id: record.app_client_id,
-    ...(app?.name || record.authorize?.client_name ? { app_name: app?.name ?? record.authorize!.client_name! } : {}),
+    ...(app_name ? { app_name } : {}),
     ...(app?.description ? { app_description: app.description } : {}),
-    app_registered: app !== undefined,
+    ...client,
     flow_type: record.flow_type,
     ...(record.redirect_url ? { redirect_url: record.redirect_url } : {}),
     status: record.status,
@@ -83,10 +123,11 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
     created_at: record.created_at,
     expires_at: record.expires_at,
     expires_in_seconds: record.status === 'draft' ? Math.max(0, Math.floor((Date.parse(record.expires_at) - now) / 1000)) : 0,
-    max_grantable_role: service.maxGrantable(record, reviewer),
+    max_grantable_role: cap,
+    suggested_role: suggestedRole(record, cap, base),
     ...(record.approved_role ? { approved_role: record.approved_role } : {}),
     ...(record.approved ? { approved: record.approved } : {}),
-    ...(record.authorize ? { client_kind: record.authorize.client_kind, redirect_origin: originOf(record.authorize.redirect_uri) } : {}),
+    ...(record.authorize ? { redirect_origin: originOf(record.authorize.redirect_uri) } : {}),
     ...(record.authorize?.suggested_instance_ids.length ? { sign_in_instance_ids: record.authorize.suggested_instance_ids } : {}),
     ...(record.replaced_by ? { replaced_by: record.replaced_by } : {}),
     mcp_servers: record.requested.mcp_servers.map(({ url }) => {
@@ -164,12 +205,11 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
         const rows = await service.list(ctx.state.user!, query.status);
         return {
           data: await Promise.all(rows.map(async (r) => {
-            const app = await service.appInfoFor(r);
+            const client = clientView(r, await service.appInfoFor(r));
             return {
               id: r.id,
               app_client_id: r.app_client_id,
-              ...(app?.name ? { app_name: app.name } : {}),
-              app_registered: app !== undefined,
+              ...client,
               flow_type: r.flow_type,
               ...(r.redirect_url ? { redirect_url: r.redirect_url } : {}),
               status: r.status,
@@ -200,7 +240,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       async handler(ctx, { params }) {
         const user = ctx.state.user!;
         const record = await service.getVisible(user, params.id);
-        return reviewView(service, record, user, deps.clock(), await ownedInstances(user));
+        return reviewView(service, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl());
       },
     }),
     defineRoute({

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ErrorCode } from '../errors.js';
 import { httpUrl } from '../http/urls.js';
+import { clientKinds } from './client-kinds.js';
 import { accessRequestStatuses, appRoles } from '../store/schema.js';
 
 export const MAX_MCP_SERVERS = 32;
@@ -137,6 +138,11 @@ export const denyResponse = z.object({
 
 export const revokeResponse = z.object({ id: z.uuid(), status: z.literal('revoked') });
 
+const clientKind = z
+  .enum(clientKinds)
+  .optional()
+  .describe('How svc knows the client, in every flow: added by an admin (registered), registered itself (dynamic, RFC 7591), or by its metadata document; absent for a client id no registry knows');
+
 const reviewInstance = z.object({
   id: z.string(),
   name: z.string(),
@@ -151,7 +157,9 @@ export const reviewResponse = z
     app_client_id: z.string(),
     app_name: z.string().optional(),
     app_description: z.string().optional(),
-    app_registered: z.boolean().describe('Whether app_client_id is a client in the OAuth client registry; an unregistered app is whoever says it is'),
+    app_registered: z
+      .boolean()
+      .describe('Whether svc vouches for app_name: an admin registered the client (or it is an API key). False for a client that registered itself or is known only by its metadata document (client_kind says which), and for a client id nobody registered, which is whoever says it is'),
     flow_type: z.enum(['popup', 'redirect']),
     redirect_url: z.string().optional().describe('Redirect flow: where the person is sent after the decision'),
     status: accessRequestStatus,
@@ -161,10 +169,10 @@ export const reviewResponse = z
     expires_at: z.string(),
     expires_in_seconds: z.number().int().describe('Seconds of draft life left by the server clock; 0 once decided or expired'),
     max_grantable_role: appRole.describe("The highest role this reviewer may grant for this request"),
-    client_kind: z
-      .enum(['registered', 'dynamic', 'metadata_document'])
-      .optional()
-      .describe('Requests made at the authorization endpoint: added by an admin, self-registered (RFC 7591), or known by its metadata document'),
+    suggested_role: appRole.describe(
+      'The role every review surface starts from: the lowest that serves the request (User for a sign-in bound to MCP proxy URLs or the model endpoints), else max_grantable_role',
+    ),
+    client_kind: clientKind,
     redirect_origin: z.string().optional().describe('Requests made at the authorization endpoint: where the app gets its code after the decision'),
     sign_in_instance_ids: z
       .array(z.string())
@@ -182,7 +190,8 @@ export const accessRequestSummary = z
     id: z.uuid(),
     app_client_id: z.string(),
     app_name: z.string().optional(),
-    app_registered: z.boolean().describe('Whether app_client_id is a client in the OAuth client registry'),
+    app_registered: z.boolean().describe('Whether svc vouches for app_name: an admin registered the client (or it is an API key); see client_kind'),
+    client_kind: clientKind,
     flow_type: z.enum(['popup', 'redirect']),
     redirect_url: z.string().optional().describe('Redirect flow: where the person is sent after the decision'),
     status: accessRequestStatus,

@@ -12,8 +12,11 @@ import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } fro
 
 export const scopeFor = (id: string) => `${ACCESS_REQUEST_SCOPE_PREFIX}${id}`;
 
-/** What the app registry knows of a client (name, description); empty until one is registered. */
-export type AppInfoLookup = (clientId: string) => Promise<{ name?: string; description?: string; redirect_uris?: string[] } | undefined>;
+/**
+ * What svc's registries know of a client (name, description, and for an OAuth client how it got
+ * there: an admin added it, or it registered itself); empty for a client nobody registered.
+ */
+export type AppInfoLookup = (clientId: string) => Promise<{ name?: string; description?: string; redirect_uris?: string[]; kind?: 'registered' | 'dynamic' } | undefined>;
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 

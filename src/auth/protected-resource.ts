@@ -25,12 +25,12 @@ const metadata = z.object({
   resource_documentation: z.string(),
 });
 
-const describe = (deps: AppDeps, issuer: string, resource: string, name: string) => ({
+const describe = (deps: AppDeps, issuer: string, resource: string, name: string, scopes: readonly string[] = appRoles) => ({
   resource,
   authorization_servers: [issuer],
   bearer_methods_supported: ['header'],
-  // The roles a client may ask for; the token it gets carries the access request it was approved as.
-  scopes_supported: [...appRoles],
+  // The roles a client may ask for here; the token it gets carries the access request it was approved as.
+  scopes_supported: [...scopes],
   resource_name: name,
   resource_documentation: `${deps.baseUrl()}/swagger-ui`,
 });
@@ -61,7 +61,9 @@ export function protectedResourceRoutes(deps: AppDeps, issuer: string) {
       params: z.object({ id: z.string().regex(/^[A-Za-z0-9-]{1,100}$/) }),
       responses: { 200: { description: 'Metadata', schema: metadata } },
       errors: [400],
-      handler: (_ctx, { params }) => describe(deps, issuer, `${deps.baseUrl()}${mcpProxyPath(params.id)}`, `svc MCP proxy ${params.id}`),
+      // A token bound to an MCP proxy URL is used there only, where User is all any call needs;
+      // hosts ask for every scope listed, so Power User is not offered.
+      handler: (_ctx, { params }) => describe(deps, issuer, `${deps.baseUrl()}${mcpProxyPath(params.id)}`, `svc MCP proxy ${params.id}`, ['scope_user_user']),
     }),
   ];
 }

@@ -36,6 +36,8 @@ export interface AppState {
   grant?: BearerGrant;
   /** a request id for log correlation */
   requestId: string;
+  /** set by the router when the matched route answers with an open-ended stream (RouteDef.stream) */
+  stream?: boolean;
 }
 
 export type AppContext = ParameterizedContext<AppState>;

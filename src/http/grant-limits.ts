@@ -19,7 +19,8 @@ export function limitPerGrant(limits: GrantLimits): Middleware<AppState> {
   const inFlight = new Map<string, { calls: number; streams: number }>();
   return async function limitGrant(ctx, next) {
     const grant = ctx.state.grant;
-    const kind = ctx.method === 'GET' && ctx.path.endsWith('/mcp') ? 'streams' : 'calls';
+    // the route the router matched says what the request is, not how its path is spelt
+    const kind = ctx.state.stream ? 'streams' : 'calls';
     const limit = limits[kind];
     if (!grant || limit <= 0) return next();
     const key = grant.record.id;

@@ -47,6 +47,11 @@ export interface RouteDef<B extends z.ZodType | undefined = undefined, Q extends
   responses: Record<number, ResponseDoc>;
   /** error statuses this endpoint can answer, documented with the shared error schema */
   errors?: number[];
+  /**
+   * The answer is a stream with no end of its own (the MCP GET stream): it counts against a
+   * grant's open streams rather than its calls in flight, and ends at once when svc stops.
+   */
+  stream?: boolean;
   /** runs before validation, e.g. rate limiting */
   before?: Middleware<AppState>[];
   handler: (ctx: AppContext, input: { body: Infer<B>; query: Infer<Q>; params: Infer<P> }) => Promise<unknown> | unknown;
@@ -62,6 +67,12 @@ export function defineRoute<B extends z.ZodType | undefined = undefined, Q exten
 }
 
 export const koaPath = (openApiPath: string) => openApiPath.replace(/\{([^}]+)\}/g, ':$1');
+
+/** Marks a request the router matched to a stream route, for what runs after it (grant limits, the proxy). */
+const markStream: Middleware<AppState> = function markStream(ctx, next) {
+  ctx.state.stream = true;
+  return next();
+};
 
 /** The role check of a route's auth mode, given the least role it needs (supplied by auth/, which http/ does not know). */
 export type RoleGuards = Partial<Record<'bearer' | 'either', (role: AppRole) => Middleware<AppState>>>;
@@ -79,7 +90,7 @@ export function mountRoutes(
   for (const route of routes) {
     const auth = authenticate[route.auth];
     if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
-    const stack: Middleware<AppState>[] = [...(route.before ?? []), ...(auth ? [auth] : [])];
+    const stack: Middleware<AppState>[] = [...(route.stream ? [markStream] : []), ...(route.before ?? []), ...(auth ? [auth] : [])];
     if (route.auth === 'bearer' || route.auth === 'either') {
       const guard = guards[route.auth];
       if (!guard) throw new Error(`no role guard for ${route.auth} (${route.operationId})`);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AppError, forbidden, notFound } from '../errors.js';
 import type { AppContext } from '../http/context.js';
+import type { OpenStreams } from '../http/open-streams.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
@@ -44,7 +45,7 @@ const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z
  * App-facing MCP endpoints (SPEC 4.4); any app token (scope_user_user or above). Only instances
  * in the token's grant exist here; a disabled one is listed but refuses calls.
  */
-export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number): AnyRouteDef[] {
+export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number, streams: OpenStreams): AnyRouteDef[] {
   const toAppInstance = async (m: McpInstanceRecord) => {
     const cached = await tools.cached(m);
     return { id: m.id, name: m.name, url: m.url, enabled: m.enabled, ...(cached ? { tools: cached } : {}) };
@@ -53,7 +54,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     if (!(await originAllowed(ctx))) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
     const instance = await grantedInstance(ctx, instances, id);
     if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
-    await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs);
+    await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs, streams);
   };
   const proxyDoc = {
     tags: ['apps'],
@@ -62,7 +63,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
-    errors: [400, 401, 403, 404, 413],
+    errors: [400, 401, 403, 404, 413, 502, 504],
   };
   return [
     defineRoute({
@@ -131,6 +132,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       path: '/svc/v1/apps/mcps/{id}/mcp',
       operationId: 'mcpProxyGet',
       summary: 'Streamable HTTP MCP proxy: the server-to-client SSE stream',
+      stream: true,
       handler: (ctx, { params }) => proxy(ctx, params.id),
     }),
     defineRoute({

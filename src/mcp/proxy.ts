@@ -3,12 +3,15 @@ import { AppError } from '../errors.js';
 import { readRaw } from '../proxy/body.js';
 import type { AppContext } from '../http/context.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../proxy/scrub.js';
-import { abortOnClientGone, callUpstream, readBody } from '../upstream/client.js';
+import type { OpenStreams } from '../http/open-streams.js';
+import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
 import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import { toolAllowed } from './tools.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
+/** How long an established GET stream may go without a byte (servers may have nothing to say for hours). */
+const GET_STREAM_QUIET_MS = 24 * 60 * 60 * 1000;
 /** The most of a non-streamed MCP answer svc reads before relaying it. */
 const MCP_ANSWER_LIMIT = 32 * 1024 * 1024;
 
@@ -134,7 +137,7 @@ class SseEventFilter implements StreamTransform {
  * needs it: tools/call requests are refused before they go upstream, and tools/list results are
  * filtered. The app's Authorization header and cookies never go upstream; the instance's do.
  */
-export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number): Promise<void> {
+export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number, streams: OpenStreams): Promise<void> {
   const method = ctx.method;
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
     throw new AppError('method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
@@ -178,14 +181,28 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   const secrets = Object.values(instanceHeaders).flatMap(secretParts);
 
   const abort = abortOnClientGone(ctx.res);
+  // The GET stream ends when svc stops: its upstream call is aborted, and the pump ends the answer.
+  const release = ctx.state.stream ? streams.hold(() => abortUpstream(abort)) : undefined;
+  try {
+    await relayUpstream(ctx, instance, { method, headers, text, listIds, secrets, timeoutMs, abort });
+  } finally {
+    release?.();
+  }
+}
+
+type RelayInput = { method: string; headers: Record<string, string>; text?: string; listIds: Set<unknown>; secrets: string[]; timeoutMs: number; abort: ClientGone };
+
+/** The upstream call of one proxied request, and its answer relayed to the app (filtered, scrubbed, streamed). */
+async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, listIds, secrets, timeoutMs, abort }: RelayInput): Promise<void> {
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',
     headers,
     body: text,
     name: `MCP server of instance ${instance.name.slice(0, 60)}`,
-    // the GET stream may rightly stay quiet for long; every other answer must start in time
-    timeoutMs: method === 'GET' ? 24 * 60 * 60 * 1000 : timeoutMs,
+    // every answer must start in time; only an established GET stream may then stay quiet for long
+    timeoutMs,
+    ...(method === 'GET' ? { bodyTimeoutMs: GET_STREAM_QUIET_MS } : {}),
     signal: abort,
   });
 

@@ -41,9 +41,10 @@ export async function sweepOAuthState(repos: Repositories, now: number, codeTtlM
  * oidc-provider's storage adapter. Clients come from svc's registry; refresh tokens and grants
  * live in the durable store (so they survive restarts and revoke with a grant), keyed by a hash
  * of their id and sealed, so db.json holds no usable token; codes, sessions and interactions
- * live in memory and expire on their own.
+ * live in memory and expire on their own. `requestAddress` is the address of the request being
+ * served (oidc-provider calls the adapter with no request in hand).
  */
-export function createAdapterClass(repos: Repositories, box: SecretBox, clients: OAuthClientsService, clock: () => number) {
+export function createAdapterClass(repos: Repositories, box: SecretBox, clients: OAuthClientsService, clock: () => number, requestAddress: () => string | undefined = () => undefined) {
   const open = (row: DurableRecord): Payload => JSON.parse(box.open(SEAL_KIND, row.id, row.payload)) as Payload;
   const memory = new Map<string, { payload: Payload; expiresAt: number | null }>();
 
@@ -64,8 +65,8 @@ export function createAdapterClass(repos: Repositories, box: SecretBox, clients:
     }
 
     async upsert(id: string, payload: Payload, expiresIn?: number): Promise<void> {
-      // only a client's own registration (RFC 7591) writes a Client
-      if (this.model === 'Client') return clients.registerDynamic(payload);
+      // only a client's own registration (RFC 7591) writes a Client, with the address it came from
+      if (this.model === 'Client') return clients.registerDynamic(payload, requestAddress());
       const expiresAt = expiresIn ? clock() + expiresIn * 1000 : null;
       if (!this.durable) {
         sweepMemory();

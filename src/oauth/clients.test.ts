@@ -55,13 +55,14 @@ describe('OAuthClientsService on the in-memory repositories', () => {
     await clients.registerDynamic({ client_id: 'svc-dyn-old', client_name: 'Old\x1b[31m', redirect_uris: ['http://127.0.0.1/cb'] });
     await clients.registerDynamic({ client_id: 'svc-dyn-used', redirect_uris: ['http://127.0.0.1/cb'] });
     await clients.create(admin, { name: 'Kept', redirect_uris: ['http://127.0.0.1/cb'] });
-    expect((await clients.find('svc-dyn-old'))!.name).toBe('Old[31m');
+    expect((await clients.find('svc-dyn-old'))!.name).toBe('Old\uFFFD[31m');
     clock.now += 20 * DAY;
     await clients.touch('svc-dyn-used');
     clock.now += 20 * DAY;
     expect(await clients.sweepDynamic(0)).toBe(0);
     expect(await clients.sweepDynamic(30)).toBe(1);
     expect((await clients.list(admin)).map((c) => c.name).sort()).toEqual(['Kept', 'Unnamed app']);
-    expect(await clients.countDynamic()).toBe(1);
+    expect(await clients.registrationRefusal('127.0.0.1', { total: 1, perAddress: 0 })).toMatchObject({ error: 'too_many_clients' });
+    expect(await clients.registrationRefusal('127.0.0.1', { total: 2, perAddress: 0 })).toBeNull();
   });
 });

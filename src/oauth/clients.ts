@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { forbidden, notFound } from '../errors.js';
+import { appDisplayName } from '../access-requests/client-kinds.js';
 import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
 import type { OAuthClientRecord } from '../store/records.js';
 import type { Repositories, RepositorySet } from '../store/repositories.js';
+import { isPrivateUseScheme } from './registration.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const SECRET_KIND = 'oauth_client_secret';
@@ -26,7 +28,7 @@ export const redirectUri = z
       const url = new URL(value);
       if (url.hash || url.username || url.password || value.includes('#')) return false;
       if (url.protocol === 'https:' || url.protocol === 'http:') return true;
-      return /^[a-z][a-z0-9+.-]*\.[a-z0-9+.-]+:$/i.test(url.protocol);
+      return isPrivateUseScheme(url.protocol);
     } catch {
       return false;
     }
@@ -49,7 +51,7 @@ export const oauthClient = z
     token_endpoint_auth_method: z.enum(['none', 'client_secret_basic']),
     kind: z.enum(['registered', 'dynamic']).describe('registered: added by an admin; dynamic: registered itself (RFC 7591)'),
     created_at: z.string(),
-    last_used_at: z.string().optional().describe('Dynamic clients: the day of their last authorization or token request'),
+    last_used_at: z.string().optional().describe('Dynamic clients: the day of their last token (registration counts as the first use)'),
   })
   .meta({ id: 'OAuthClient' });
 
@@ -135,15 +137,27 @@ export class OAuthClientsService {
     });
   }
 
-  async countDynamic(): Promise<number> {
-    return (await this.repos.oauthClients.list()).filter((c) => c.kind === 'dynamic').length;
+  /**
+   * Why a new self-registration is refused now, or null. Anyone may register, so svc holds a
+   * bounded number of them, and one address may hold only its share: a flood from one place
+   * cannot take every place from the hosts of everyone else.
+   */
+  async registrationRefusal(address: string, caps: { total: number; perAddress: number }): Promise<{ error: string; description: string } | null> {
+    const dynamic = (await this.repos.oauthClients.list()).filter((c) => c.kind === 'dynamic');
+    if (dynamic.length >= caps.total) {
+      return { error: 'too_many_clients', description: 'svc holds as many self-registered clients as it may; ask the person to remove unused ones (svc clients list).' };
+    }
+    if (caps.perAddress > 0 && dynamic.filter((c) => c.registered_from === address).length >= caps.perAddress) {
+      return { error: 'too_many_clients', description: 'This address holds as many self-registered clients as it may; reuse a registration, or ask the person to remove unused ones (svc clients list).' };
+    }
+    return null;
   }
 
-  /** Stores a client that registered itself (RFC 7591), as the authorization server accepted it. */
-  async registerDynamic(metadata: Record<string, unknown>): Promise<void> {
+  /** Stores a client that registered itself (RFC 7591), as the authorization server accepted it, with the address it came from. */
+  async registerDynamic(metadata: Record<string, unknown>, from?: string): Promise<void> {
     const clientId = String(metadata.client_id);
     const now = new Date(this.clock()).toISOString();
-    const name = typeof metadata.client_name === 'string' ? metadata.client_name.replace(/[\0-\x1f\x7f]/g, '').slice(0, 100) : '';
+    const name = typeof metadata.client_name === 'string' ? appDisplayName(metadata.client_name) : '';
     const record: OAuthClientRecord = {
       client_id: clientId,
       name: name || 'Unnamed app',
@@ -155,6 +169,7 @@ export class OAuthClientsService {
       kind: 'dynamic',
       metadata,
       last_used_at: now,
+      ...(from ? { registered_from: from } : {}),
     };
     await this.repos.transaction(async (repos) => {
       // a new registration under an old id goes last, as a new client
@@ -163,7 +178,7 @@ export class OAuthClientsService {
     });
   }
 
-  /** Marks a dynamic client as used today (one write a day at most), so it is not swept. */
+  /** Marks a dynamic client as used today, on a token it got (one write a day at most), so it is not swept. */
   async touch(clientId: string): Promise<void> {
     const c = await this.find(clientId);
     if (c?.kind !== 'dynamic' || (c.last_used_at && this.clock() - Date.parse(c.last_used_at) < DAY_MS)) return;

@@ -160,7 +160,8 @@ export async function createAuthorizationServer(
     return named.size === 1 ? [...named][0] : undefined;
   };
 
-  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock);
+  const requestAddress = () => (providerStorage.getStore() as { ip?: string } | undefined)?.ip;
+  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock, requestAddress);
   const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
   const secure = base.startsWith('https:');
   const provider = await withQuietConsole(deps.logger, () => {
@@ -190,6 +191,10 @@ export async function createAuthorizationServer(
         const grantId = ctx.oidc.result?.consent?.grantId;
         return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
       },
+      // Self-registered and metadata-document clients are public; admin-added confidential clients
+      // send their secret with HTTP Basic. Nothing else is offered, so nothing else is advertised.
+      clientAuthMethods: ['none', 'client_secret_basic'],
+      clientDefaults: { grant_types: ['authorization_code'], id_token_signed_response_alg: 'RS256', response_types: ['code'], token_endpoint_auth_method: 'none' },
       features: {
         devInteractions: { enabled: false },
         revocation: { enabled: true },
@@ -337,7 +342,8 @@ export async function createAuthorizationServer(
     waiting.set(uid, { id, until: now + INTERACTION_TTL_S * 1000 });
   };
 
-  // A dynamic client that keeps signing in (here or at /auth) is kept (CONTRACT §7a: unused ones go after 30 days).
+  // A self-registered client is kept while it gets tokens (one without any for 30 days goes). Only a
+  // token counts: an authorization request costs nothing to send, so it would keep any flood alive.
   const touch = (ctx: OidcCtx) => {
     const clientId = ctx?.oidc?.client?.clientId;
     if (clientId) clients.touch(clientId).catch((err: Error) => deps.logger.warn({ err: err.message }, 'could not mark an OAuth client used'));
@@ -370,7 +376,6 @@ export async function createAuthorizationServer(
       // (the conformance suite's, many hosts') asks for the User role.
       ctx.querystring = `${ctx.querystring ? `${ctx.querystring}&` : ''}scope=scope_user_user`;
     }
-    if (ctx.path === `${OAUTH_PREFIX}/auth` && typeof ctx.query.client_id === 'string') await clients.touch(ctx.query.client_id).catch(() => undefined);
     if (ctx.path === `${OAUTH_PREFIX}/reg`) {
       // oidc-provider answers no CORS on registration, and browser-based MCP clients (the
       // Inspector's web UI) register from their own origin: open CORS, no credentials, like discovery.
@@ -391,9 +396,8 @@ export async function createAuthorizationServer(
         ctx.set('Retry-After', '60');
         return oauthError(ctx, 429, 'rate_limited', 'Too many client registrations from this address; try again in a minute.');
       }
-      if ((await clients.countDynamic()) >= config.dynamicClientMax) {
-        return oauthError(ctx, 429, 'too_many_clients', 'svc holds as many self-registered clients as it may; ask the person to remove unused ones (svc clients list).');
-      }
+      const refused = await clients.registrationRefusal(ctx.ip, { total: config.dynamicClientMax, perAddress: config.dynamicClientMaxPerAddress });
+      if (refused) return oauthError(ctx, 429, refused.error, refused.description);
     }
     inFlight++;
     try {
@@ -484,6 +488,7 @@ export async function createAuthorizationServer(
           client_kind: await clientKind(clientId),
           client_name: typeof client?.clientName === 'string' ? client.clientName.slice(0, 100) : null,
           suggested_instance_ids: suggested,
+          resources,
         },
       });
       remember(uid, record.id);

@@ -65,3 +65,12 @@ export function audienceIncludes(base: string, outer: string, inner: string): bo
   if (!from || !to) return false;
   return from.target.kind === 'all' || from.canonical === to.canonical;
 }
+
+/**
+ * Whether a token for this resource of this daemon could reach the endpoints a Power User adds
+ * (model aliases, downloads): only one for the whole service can. A token bound to an MCP proxy
+ * URL or to the model endpoints never can, so User serves it.
+ */
+export function resourceNeedsPowerUser(base: string, resource: string): boolean {
+  return resourceTarget(base, resource)?.target.kind === 'all';
+}

@@ -19,8 +19,10 @@ export interface OAuthClientRecord {
   kind?: 'registered' | 'dynamic';
   /** a dynamic client's metadata as the authorization server accepted it */
   metadata?: Record<string, unknown>;
-  /** last authorization or token request of a dynamic client, kept to the day */
+  /** last token a dynamic client got, kept to the day */
   last_used_at?: string;
+  /** the address a dynamic client registered from (its per-address cap) */
+  registered_from?: string;
 }
 
 /** A refresh token or grant of the authorization server, sealed (src/oauth/adapter.ts). */

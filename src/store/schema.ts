@@ -60,6 +60,8 @@ export interface AuthorizeOrigin {
   client_name: string | null;
   /** the instances named by the request's resource values: ticked for their owner */
   suggested_instance_ids: string[];
+  /** the request's RFC 8707 resource values (none: the whole service); absent on older records */
+  resources?: string[];
 }
 
 export interface AccessRequestRecord {

@@ -119,7 +119,7 @@ export function reducer(state: UIState, action: Action): UIState {
           ...state.detail,
           data: action.data,
           fetchedAt: action.at,
-          role: keep && state.detail.role && allowed.includes(state.detail.role) ? state.detail.role : action.data.max_grantable_role,
+          role: keep && state.detail.role && allowed.includes(state.detail.role) ? state.detail.role : action.data.suggested_role,
           // As on the browser page: each URL starts with its first enabled instance ticked.
           selected: keep ? state.detail.selected.filter((id) => selectable.has(id)) : firstEnabledOfEach(action.data),
           cursor: keep ? clamp(state.detail.cursor, selectable.size - 1) : 0,

@@ -1,7 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
-import { reviewView } from '../access-requests/routes.js';
+import { CLIENT_KIND_BADGES } from '../access-requests/client-kinds.js';
+import { type AppInfo, clientView, reviewView } from '../access-requests/routes.js';
 import { approveBody } from '../access-requests/schemas.js';
 import { type AccessRequestsService, decisionRedirect } from '../access-requests/service.js';
 import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
@@ -136,19 +137,13 @@ tick()})();`;
 /** The popup's last page: it says what was decided, then closes itself (it was opened by the app's script). */
 const CLOSE_SCRIPT = `setTimeout(function(){window.close();setTimeout(function(){if(!window.closed){document.getElementById('close-note').textContent='This window could not close itself. You can close it now and go back to the app.'}},400)},1200);`;
 
-const CLIENT_KINDS: Record<NonNullable<ReviewData['client_kind']>, string> = {
-  registered: 'Registered by your admin',
-  dynamic: 'Registered itself',
-  metadata_document: 'Known by its metadata document',
-};
-
 function appHeader(
-  view: Pick<ReviewData, 'app_client_id'> & { app_name?: string; app_description?: string; client_kind?: ReviewData['client_kind']; redirect_origin?: string },
+  view: Pick<ReviewData, 'app_client_id' | 'app_registered'> & { app_name?: string; app_description?: string; client_kind?: ReviewData['client_kind']; redirect_origin?: string },
   eyebrow: string,
   title: SafeHtml,
 ) {
-  // An app that signs in through OAuth is known by how it registered; the rest by svc's registry.
-  const known = Boolean(view.app_name) && (!view.client_kind || view.client_kind === 'registered');
+  // Only a name svc vouches for looks like a known app; a self-made name is the app's own claim.
+  const known = Boolean(view.app_name) && view.app_registered;
   return html`<header class="app">
 <div class="monogram${known ? '' : ' unknown'}" aria-hidden="true">${monogram(view.app_name ?? view.app_client_id)}</div>
 <div class="who"><p class="eyebrow">${eyebrow}</p>
@@ -156,7 +151,7 @@ function appHeader(
 ${view.app_description ? html`<p class="desc">${view.app_description}</p>` : ''}
 <p class="client">Client ID <code>${view.app_client_id}</code> ${
   view.client_kind
-    ? html`<span class="badge${view.client_kind === 'registered' ? '' : ' warn'}" id="client-kind">${CLIENT_KINDS[view.client_kind]}</span>`
+    ? html`<span class="badge${view.client_kind === 'registered' ? '' : ' warn'}" id="client-kind">${CLIENT_KIND_BADGES[view.client_kind]}</span>`
     : known ? '' : html`<span class="badge warn">Not a registered app</span>`
 }</p>
 ${view.redirect_origin ? html`<p class="client" id="redirect-origin">Signs in from <code>${view.redirect_origin}</code></p>` : ''}
@@ -189,7 +184,7 @@ interface ReviewOpts {
 function renderReview(ctx: AppContext, view: ReviewData, user: UserRecord, csrf: string, opts: ReviewOpts = {}): void {
   const cap = view.max_grantable_role;
   const offered = appRoles.slice(0, appRoles.indexOf(cap) + 1);
-  const role = opts.selection?.role && offered.includes(opts.selection.role) ? opts.selection.role : cap;
+  const role = opts.selection?.role && offered.includes(opts.selection.role) ? opts.selection.role : view.suggested_role;
   // Each URL starts with the daemon's default selection ticked; after an error, with what was sent.
   const picked = (instance: { id: string; enabled: boolean; selected: boolean }) =>
     instance.enabled && (opts.selection?.instanceIds ? opts.selection.instanceIds.has(instance.id) : instance.selected);
@@ -243,7 +238,8 @@ ${server.instances.length === 0
 </div>`,
     COUNTDOWN_SCRIPT,
   );
-  if (view.flow_type === 'redirect' && opts.redirectUrl && !view.client_kind) allowFormRedirectTo(ctx, opts.redirectUrl);
+  // a sign-in (it has a redirect origin) goes on through the done page, on this origin
+  if (view.flow_type === 'redirect' && opts.redirectUrl && !view.redirect_origin) allowFormRedirectTo(ctx, opts.redirectUrl);
 }
 
 /**
@@ -285,11 +281,11 @@ const GONE: Record<Exclude<Gone, 'draft'>, { eyebrow: string; title: string; tex
 };
 
 /** A clear page for a request that cannot be reviewed: unknown, expired or already decided. */
-function renderGone(ctx: AppContext, kind: Exclude<Gone, 'draft'>, record?: AccessRequestRecord, info?: { name?: string; description?: string }, status?: number): void {
+function renderGone(ctx: AppContext, kind: Exclude<Gone, 'draft'>, record?: AccessRequestRecord, info?: AppInfo, status?: number): void {
   const g = GONE[kind];
   sendPage(ctx, status ?? g.status, g.title, (nonce) => html`${styleTag(nonce)}<div class="card review">
 ${record
-  ? appHeader({ app_client_id: record.app_client_id, app_name: info?.name, app_description: info?.description }, g.eyebrow, html`${g.title}`)
+  ? appHeader({ app_client_id: record.app_client_id, app_description: info?.description, ...clientView(record, info) }, g.eyebrow, html`${g.title}`)
   : html`<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div class="who"><p class="eyebrow">${g.eyebrow}</p><h1>${g.title}</h1></div></header>`}
 <p class="notice" role="status" id="state" data-state="${kind}">${g.text}</p>
 <p class="foot"><a href="/ui">Back to svc</a></p>
@@ -386,7 +382,7 @@ export function mountReviewUi(
       renderGone(ctx, record.status, record, info);
       return undefined;
     }
-    return { record, view: await reviewView(requests, record, user, deps.clock(), await ownedInstances(user)) };
+    return { record, view: await reviewView(requests, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl()) };
   }
 
   /** The GET pages' request id and user; with no session, a 303 to the login form and back. */
@@ -444,7 +440,7 @@ export function mountReviewUi(
         const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
         return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? await requests.appInfoFor(fresh) : undefined, err.status);
       }
-      const view = await reviewView(requests, fresh, user, deps.clock(), await ownedInstances(user));
+      const view = await reviewView(requests, fresh, user, deps.clock(), await ownedInstances(user), deps.baseUrl());
       return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record) });
     }
     // A sign-in (authorization endpoint) goes on through the done page: a form post's redirects

@@ -31,8 +31,10 @@ export interface UpstreamRequest {
   method: 'GET' | 'POST';
   headers: Record<string, string>;
   body?: string;
-  /** time allowed until the response headers arrive, and between body chunks */
+  /** time allowed until the response headers arrive, and (unless bodyTimeoutMs) between body chunks */
   timeoutMs: number;
+  /** time allowed between body chunks, when a stream may rightly stay quiet longer than its headers may take */
+  bodyTimeoutMs?: number;
   /** aborts the upstream call, e.g. when the app disconnects */
   signal?: AbortSignal | ClientGone;
   /** names the upstream in error messages, e.g. "provider local" (never its URL) */
@@ -54,11 +56,16 @@ export type ClientGone = EventEmitter & { aborted?: boolean };
 export function abortOnClientGone(res: ServerResponse): ClientGone {
   const gone: ClientGone = new EventEmitter();
   res.once('close', () => {
-    if (res.writableFinished) return;
-    gone.aborted = true;
-    gone.emit('abort');
+    if (!res.writableFinished) abortUpstream(gone);
   });
   return gone;
+}
+
+/** Aborts the upstream call that listens to `signal`, as if the app had gone away. */
+export function abortUpstream(signal: ClientGone): void {
+  if (signal.aborted) return;
+  signal.aborted = true;
+  signal.emit('abort');
 }
 
 /**
@@ -75,7 +82,7 @@ export async function callUpstream(req: UpstreamRequest): Promise<UpstreamRespon
       body: req.body,
       signal: req.signal,
       headersTimeout: req.timeoutMs,
-      bodyTimeout: req.timeoutMs,
+      bodyTimeout: req.bodyTimeoutMs ?? req.timeoutMs,
     });
     return { statusCode: res.statusCode, headers: res.headers, body: res.body };
   } catch (err) {

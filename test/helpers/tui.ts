@@ -56,6 +56,7 @@ export function review(over: Partial<ReviewData> = {}): ReviewData {
     expires_at: new Date(NOW + 9 * 60_000).toISOString(),
     expires_in_seconds: 540,
     max_grantable_role: 'scope_user_power_user',
+    suggested_role: over.max_grantable_role ?? 'scope_user_power_user',
     mcp_servers: [
       {
         url: URL_A,

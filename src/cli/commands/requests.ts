@@ -1,4 +1,5 @@
 import { type Command, Option } from 'commander';
+import { CLIENT_KIND_BADGES, unverifiedReason } from '../../access-requests/client-kinds.js';
 import { APP_ROLE_NAMES } from '../../auth/roles.js';
 import { type AppRole, accessRequestStatuses } from '../../store/vocabulary.js';
 import { DaemonClient, usage } from '../client.js';
@@ -70,8 +71,8 @@ export function registerRequests(program: Command, o: Output): void {
       printRows(o, body.data, [
         { header: 'id', value: (r) => (o.isTTY ? shortId(r.id) : r.id) },
         { header: 'status', value: (r) => r.status },
-        // on a terminal, flag apps that are not in the client registry (piped rows keep their shape)
-        { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? ' (unregistered)' : ''}` },
+        // on a terminal, flag apps whose name svc does not vouch for (piped rows keep their shape)
+        { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? (r.client_kind === 'dynamic' ? ' (registered itself)' : ' (unregistered)') : ''}` },
         // people read role names on a terminal; scripts get the wire values
         { header: 'requested', value: (r) => (o.isTTY ? roleName(r.requested_role) : r.requested_role) },
         { header: 'approved', value: (r) => (r.approved_role ? (o.isTTY ? roleName(r.approved_role) : r.approved_role) : '') },
@@ -93,7 +94,8 @@ export function registerRequests(program: Command, o: Output): void {
         ['id', r.id],
         ['app', r.app_name ? `${r.app_name} (${r.app_client_id})` : r.app_client_id],
         ...(r.app_description ? ([['description', r.app_description]] as [string, unknown][]) : []),
-        ...(r.app_registered === false ? ([['registered', 'no: not in the OAuth client registry, so its name and client id are unverified']] as [string, unknown][]) : []),
+        ...(r.client_kind ? ([['client', CLIENT_KIND_BADGES[r.client_kind].toLowerCase()]] as [string, unknown][]) : []),
+        ...(r.app_registered === false ? ([['registered', unverifiedReason(r.client_kind)]] as [string, unknown][]) : []),
         ['status', r.replaced_by ? `${r.status} (replaced by ${shortId(r.replaced_by)}, a later sign-in of the same app)` : r.status],
         ['flow', r.flow_type],
         ...(r.redirect_url ? ([['redirects to', r.redirect_url]] as [string, unknown][]) : []),
@@ -115,7 +117,7 @@ export function registerRequests(program: Command, o: Output): void {
   requests
     .command('approve <id>')
     .description('Approve, optionally with a lower role and a subset of MCP instances')
-    .addOption(new Option('--role <role>', 'approved role (default: the requested one, capped at what you may grant)').choices(['scope_user_user', 'scope_user_power_user']))
+    .addOption(new Option('--role <role>', 'approved role (default: where the review page starts: the lowest that serves the request, else the requested one capped at what you may grant)').choices(['scope_user_user', 'scope_user_power_user']))
     .option('--mcp <url=instance_id>', 'grant this instance for this requested URL (repeatable; the id or a unique prefix)', collect, [])
     .option('--no-mcp', 'grant no MCP instance at all')
     .option('--json', 'machine-readable output')
@@ -145,7 +147,7 @@ export function registerRequests(program: Command, o: Output): void {
           );
         }
       }
-      const role = opts.role ?? review.max_grantable_role;
+      const role = opts.role ?? review.suggested_role;
       const { body } = await client.request<{ id: string; status: string; approved_role?: string; access_request_scope?: string }>(
         'PUT',
         `/svc/v1/access-requests/${enc(id)}/approve`,

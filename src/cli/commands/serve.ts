@@ -48,6 +48,7 @@ export function registerServe(program: Command, o: Output): void {
     .option('--client-metadata-allow-loopback', 'fetch client metadata documents from loopback and private addresses too; for development (env SVC_CLIENT_METADATA_ALLOW_LOOPBACK=1)')
     .option('--rate-limit-registration <n>', 'dynamic client registrations a minute per address, 0 = off (env SVC_RATE_LIMIT_REGISTRATION)')
     .option('--dynamic-client-max <n>', 'most self-registered OAuth clients kept at once, 0 = no registration (env SVC_DYNAMIC_CLIENT_MAX)')
+    .option('--dynamic-client-max-per-address <n>', 'most self-registered OAuth clients one address may hold, 0 = no per-address cap (env SVC_DYNAMIC_CLIENT_MAX_PER_ADDRESS)')
     .option('--request-retention-days <n>', 'remove expired, denied and failed access requests after n days, 0 = keep (env SVC_REQUEST_RETENTION_DAYS)')
     .option('--revoked-retention-days <n>', 'remove revoked access requests after n days, 0 = keep (env SVC_REVOKED_RETENTION_DAYS)')
     .option('--grant-concurrency <n>', 'upstream calls one grant may have in flight, 429 beyond, 0 = no limit (env SVC_GRANT_CONCURRENCY)')

@@ -102,8 +102,15 @@ describe('RequestDetail', () => {
       redirect_url: 'https://evil.example/cb?x=\u202egnp.\u200b\u{E0041}',
     });
     const frame = frameOf(props({ data }));
-    expect(frame).toMatch(/^Registered\s+no: not in the client registry/m);
+    expect(frame).toMatch(/^Registered\s+no: not in the OAuth client registry/m);
     expect(frame).toMatch(/^Redirect to\s+https:\/\/evil\.example\/cb\?x=\uFFFDgnp\.\uFFFD\uFFFD$/m);
     for (const c of ['\u202e', '\u200b', '\u{E0041}']) expect(frame).not.toContain(c);
+  });
+
+  it('says a client that registered itself or is known by its metadata document is unverified too: its name is its own claim', () => {
+    const dynamic = frameOf(props({ data: review({ app_registered: false, client_kind: 'dynamic', app_name: 'Notes App' }), width: 100 }));
+    expect(dynamic).toMatch(/^Registered\s+no: it registered itself, so its name is its own claim$/m);
+    const document = frameOf(props({ data: review({ app_registered: false, client_kind: 'metadata_document' }), width: 120 }));
+    expect(document).toMatch(/^Registered\s+no: known by the metadata document at its client id/m);
   });
 });

@@ -1,5 +1,6 @@
 import { Box, Text } from 'ink';
 import type { ReactNode } from 'react';
+import { unverifiedReason } from '../../access-requests/client-kinds.js';
 import { countdown, safe, tone, windowFor } from '../format.js';
 import { type AppRole, ROLE_NAMES, ROLES, type ReviewData } from '../types.js';
 
@@ -84,7 +85,7 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, width
       {data.app_registered === false ? (
         <Field label="Registered" color={color}>
           <Text wrap="truncate-end" {...tone(color, 'warning')}>
-            no: not in the client registry, so its name and id are unverified
+            {unverifiedReason(data.client_kind)}
           </Text>
         </Field>
       ) : null}
