@@ -37,6 +37,10 @@ import { type AuthorizationServer, lazyAuthorizationServer, OAUTH_PREFIX } from 
 import { oauthClientRoutes } from './oauth/routes.js';
 import { buildOpenApi } from './openapi/document.js';
 import { swaggerUi } from './openapi/swagger.js';
+import { ActivityLog } from './activity/log.js';
+import { enforceGrantLimits } from './activity/limits.js';
+import { recordActivity } from './activity/recorder.js';
+import { activityRoutes } from './activity/routes.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProvidersService } from './providers/service.js';
 import { proxyRoutes } from './proxy/routes.js';
@@ -80,7 +84,15 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     const c = await clients.find(clientId);
     return c ? { name: appDisplayName(c.name), description: c.description ?? undefined, redirect_uris: c.redirect_uris, kind: c.kind ?? 'registered' } : undefined;
   };
-  const requests = new AccessRequestsService(deps.repos, deps.clock, deps.logger, appInfo, { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts });
+  const activity = await ActivityLog.open(deps.config.dataDir, { retentionDays: deps.config.activityRetentionDays, maxEvents: deps.config.activityMaxEvents }, deps.clock, deps.logger);
+  const requests = new AccessRequestsService(
+    deps.repos,
+    deps.clock,
+    deps.logger,
+    appInfo,
+    { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts },
+    (id) => activity.usageOf(id),
+  );
   const keys = new ApiKeysService(deps.repos, requests, deps.clock);
   const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
   const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
@@ -115,7 +127,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
   const openStreams = new OpenStreams();
-  const bearer: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => perGrant(ctx, next));
+  const record = recordActivity(activity, deps.repos, deps.clock);
+  const grantLimits = enforceGrantLimits(activity, deps.clock);
+  // Outermost the activity, which sees every refusal; then who the caller is, the person's limits
+  // on the grant, and the concurrency every grant gets.
+  const bearer: Middleware<AppState> = (ctx, next) => record(ctx, () => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next))));
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());
@@ -146,6 +162,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ...modelAliasRoutes(catalog),
     ...modelDownloadRoutes(downloads),
     ...proxyRoutes(deps, providers, catalog),
+    ...activityRoutes(deps, activity, requests),
   ];
   let openApiDoc: Record<string, unknown> | null = null;
   const openApi = () => (openApiDoc ??= buildOpenApi(routes, { version: VERSION, serverUrl: deps.baseUrl() }));
@@ -245,6 +262,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ['finished and revoked access requests', () => requests.sweep(config.requestRetentionDays, config.revokedRetentionDays)],
     ['unused self-registered OAuth clients', () => clients.sweepDynamic(config.dynamicClientRetentionDays)],
     ['dead refresh tokens and grants', () => sweepOAuthState(deps.repos, deps.clock(), 10 * 60 * 1000)],
+    ['activity events past their bounds', () => activity.dropOld()],
   ];
   const sweep = async () => {
     for (const [what, run] of retention) {
@@ -268,9 +286,10 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     issuer,
     routes,
     openApi,
-    close: () => {
+    close: async () => {
       clearInterval(sweeping);
-      return downloads.stop();
+      await downloads.stop();
+      await activity.close();
     },
     endOpenStreams: () => openStreams.endAll(),
   };

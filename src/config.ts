@@ -46,6 +46,9 @@ export interface Config {
   /** Upstream calls one grant may have in flight, and MCP streams it may hold open (0 = no limit). */
   grantConcurrency: number;
   grantStreams: number;
+  /** Activity events older than this many days go (0 keeps them), and at most this many are kept. */
+  activityRetentionDays: number;
+  activityMaxEvents: number;
   /** Undecided drafts per app_client_id, and in all (429 beyond). */
   maxDraftsPerClient: number;
   maxDrafts: number;
@@ -78,6 +81,8 @@ export interface ConfigFlags {
   revokedRetentionDays?: string | number;
   grantConcurrency?: string | number;
   grantStreams?: string | number;
+  activityRetentionDays?: string | number;
+  activityMaxEvents?: string | number;
   maxDraftsPerClient?: string | number;
   maxDrafts?: string | number;
   downloadQuota?: string;
@@ -194,6 +199,8 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     revokedRetentionDays: integer(pick(flags.revokedRetentionDays, 'SVC_REVOKED_RETENTION_DAYS') ?? 30, 'revoked-retention-days', 0, 36_500),
     grantConcurrency: integer(pick(flags.grantConcurrency, 'SVC_GRANT_CONCURRENCY') ?? 32, 'grant-concurrency', 0, 100_000),
     grantStreams: integer(pick(flags.grantStreams, 'SVC_GRANT_STREAMS') ?? 8, 'grant-streams', 0, 100_000),
+    activityRetentionDays: integer(pick(flags.activityRetentionDays, 'SVC_ACTIVITY_RETENTION_DAYS') ?? 30, 'activity-retention-days', 0, 36_500),
+    activityMaxEvents: integer(pick(flags.activityMaxEvents, 'SVC_ACTIVITY_MAX_EVENTS') ?? 100_000, 'activity-max-events', 1, 10_000_000),
     maxDraftsPerClient: integer(pick(flags.maxDraftsPerClient, 'SVC_MAX_DRAFTS_PER_CLIENT') ?? 20, 'max-drafts-per-client', 1, 1_000_000),
     maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),
     downloadQuotaBytes: parseSize(String(pick(flags.downloadQuota, 'SVC_DOWNLOAD_QUOTA') ?? '50GiB'), 'download-quota'),

@@ -60,6 +60,8 @@ export const ERROR_CODES = {
   payload_too_large: { status: 413, type: 'invalid_request_error', when: 'the body is over the limit' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', when: 'an MCP body that is not UTF-8 JSON' },
   rate_limited: { status: 429, type: 'rate_limit_error', when: 'a rate or concurrency limit (Retry-After)' },
+  grant_rate_limited: { status: 429, type: 'rate_limit_error', when: "the grant's calls a minute, as the person set them (Retry-After)" },
+  grant_token_budget_exhausted: { status: 429, type: 'rate_limit_error', when: "the grant's tokens for today, as the person set them (Retry-After: local midnight)" },
   too_many_drafts: { status: 429, type: 'rate_limit_error', when: 'the caps on undecided drafts (Retry-After)' },
   client_closed: { status: 499, type: 'invalid_request_error', when: 'the client went away' },
   internal_error: { status: 500, type: 'server_error', when: 'a fault of svc (never a client\'s mistake)' },

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const FEATURES = ['access-requests', 'auth', 'keys', 'mcp', 'models', 'oauth', 'providers', 'proxy', 'ui', 'tui', 'cli'];
+const FEATURES = ['access-requests', 'activity', 'auth', 'keys', 'mcp', 'models', 'oauth', 'providers', 'proxy', 'ui', 'tui', 'cli'];
 
 function filesUnder(dir: string, ext: RegExp): string[] {
   const out: string[] = [];

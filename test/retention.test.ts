@@ -5,6 +5,7 @@ import { storedOnDisk } from './helpers/store.js';
 import { startTestDaemon, tempDir, testClock } from './helpers/daemon.js';
 import { Api, createBody, userApi } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
+import { sweepOAuthState } from '../src/oauth/adapter.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 const stored = (dataDir: string) => storedOnDisk(dataDir);
@@ -78,8 +79,9 @@ describe('retention', () => {
     }
   });
 
-  it('keeps only live refresh tokens: a rotated one goes at once, and the grant stays with the live one', async () => {
-    const d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+  it('keeps a rotated refresh token (marked used, to catch a replay) only until it would have expired, and the grant with the live one', async () => {
+    const clock = testClock();
+    const d = await startTestDaemon({ clock, config: { rateLimitClient: 0, rateLimitAddress: 0 } });
     try {
       const admin = await new Api(d.url).login('admin', d.adminPassword);
       const alice = await userApi(d.url, admin, 'alice', 'user');
@@ -93,8 +95,13 @@ describe('retention', () => {
       const rowsOf = async (model: string) => (await stored(d.dataDir)).oauth_state.filter((r: { model: string }) => r.model === model).length;
       expect(await rowsOf('RefreshToken')).toBe(1);
       for (let i = 0; i < 3; i++) token = (await oidc.refreshTokenGrant(config, token)).refresh_token!;
-      expect(await rowsOf('RefreshToken')).toBe(1);
+      expect(await rowsOf('RefreshToken')).toBe(4);
       expect(await rowsOf('Grant')).toBe(1);
+      // past a refresh token's life (14 days) the sweep removes every one of them, and the grant
+      clock.advance(15 * 24 * 60 * 60 * 1000);
+      await sweepOAuthState(d.deps.repos, clock(), 10 * 60 * 1000);
+      expect(await rowsOf('RefreshToken')).toBe(0);
+      expect(await rowsOf('Grant')).toBe(0);
     } finally {
       await d.stop();
     }

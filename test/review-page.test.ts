@@ -509,7 +509,10 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'review-page', 'Chromium at /usr/bin/c
     await page.goto(elsewhere.url);
     await page.waitForURL(/review\?id=/);
     const id = new URL(page.url()).searchParams.get('id')!;
-    expect((await pat.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' })).status).toBe(200);
+    // as `svc requests approve` does: the instance the host signs in for, ticked by default
+    const review = (await pat.get(`/svc/v1/access-requests/${id}/review`)).body;
+    const approved = { version: '1', mcp_servers: review.mcp_servers.map((s: { url: string; instances: { id: string; selected: boolean }[] }) => ({ url: s.url, instance_ids: s.instances.filter((i) => i.selected).map((i) => i.id) })) };
+    expect((await pat.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user', approved })).body.status).toBe('approved');
     await page.reload();
     await page.waitForURL((u) => u.href.startsWith(elsewhere.callback));
     expect(new URL(page.url()).searchParams.get('code')).toBeTruthy();

@@ -25,7 +25,9 @@ async function walk(dir: string): Promise<{ files: { file: string; bytes: Buffer
       files.push(...sub.files);
       dirs.push(...sub.dirs);
     } else {
-      files.push({ file: full, bytes: await readFile(full), mode: (await lstat(full)).mode & 0o777 });
+      // the CLI's socket holds no bytes to read; its mode is checked like a file's
+      const bytes = entry.isSocket() ? Buffer.alloc(0) : await readFile(full);
+      files.push({ file: full, bytes, mode: (await lstat(full)).mode & 0o777 });
     }
   }
   return { files, dirs };

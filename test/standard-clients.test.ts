@@ -163,7 +163,8 @@ describe('standard clients at the authorization endpoint', () => {
     const clientId = await publicClient();
     const config = await oidcConfig(d, clientId);
     const first = await authorize(config, alice, 'scope_user_user offline_access', {}, undefined, approve('scope_user_user', []));
-    const second = await authorize(config, alice, 'scope_user_user offline_access', {}, undefined, approve('scope_user_user', []));
+    // another resource (a sign-in again for the same one would replace the first grant)
+    const second = await authorize(config, alice, 'scope_user_user offline_access', { resource: `${d.baseUrl}/v1` }, undefined, approve('scope_user_user', []));
     const firstRefresh = first.tokens!.refresh_token!;
     expect(firstRefresh).toBeTruthy();
     const scopeOf = (t: string) => JSON.parse(Buffer.from(t.split('.')[1], 'base64url').toString()).scope as string;

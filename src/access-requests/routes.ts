@@ -130,6 +130,7 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
     ...(record.authorize ? { redirect_origin: originOf(record.authorize.redirect_uri) } : {}),
     ...(record.authorize?.suggested_instance_ids.length ? { sign_in_instance_ids: record.authorize.suggested_instance_ids } : {}),
     ...(record.replaced_by ? { replaced_by: record.replaced_by } : {}),
+    ...service.figuresOf(record),
     mcp_servers: record.requested.mcp_servers.map(({ url }) => {
       const mine = owned.filter((m) => m.url === url);
       // The one default every surface starts from: the instance the app's request named (an MCP
@@ -221,6 +222,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
               expires_at: r.expires_at,
               decided_at: r.decided_at,
               ...(r.replaced_by ? { replaced_by: r.replaced_by } : {}),
+              ...service.figuresOf(r),
               user: await usernameOf(r.user_id),
             };
           })),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { ErrorCode } from '../errors.js';
 import { httpUrl } from '../http/urls.js';
 import { clientKinds } from './client-kinds.js';
+import { grantLimits, grantUsage, storedLimits } from '../activity/schemas.js';
 import { accessRequestStatuses, appRoles } from '../store/schema.js';
 
 export const MAX_MCP_SERVERS = 32;
@@ -117,6 +118,7 @@ export const approveBody = z
   .object({
     approved_role: appRole,
     approved: approvedEnvelope.optional(),
+    limits: grantLimits.optional().describe('Limits on the grant from the start; change them later with PUT .../limits'),
   })
   .meta({ id: 'ApproveAccessRequest', description: 'A URL left out, or with no instance ids, is not granted.' });
 
@@ -179,6 +181,8 @@ export const reviewResponse = z
       .optional()
       .describe('Requests made at the authorization endpoint for MCP proxy URLs: the instances the app signs in for. Approving with none of them denies the sign-in, since its token could reach nothing.'),
     replaced_by: z.string().optional().describe('Revoked because a later sign-in of the same app and person, for the same resources, replaced it: that request'),
+    usage: grantUsage.optional().describe('Once approved: what the app did with the grant'),
+    limits: storedLimits.optional().describe('Once approved: the limits the person set'),
     approved_role: appRole.optional(),
     approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
     mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),
@@ -203,9 +207,13 @@ export const accessRequestSummary = z
     expires_at: z.string(),
     decided_at: z.string().nullable(),
     replaced_by: z.string().optional().describe('Revoked because a later sign-in of the same app and person replaced it: that request'),
+    usage: grantUsage.optional().describe('Once approved: what the app did with the grant'),
+    limits: storedLimits.optional().describe('Once approved: the limits the person set'),
     user: z.string().nullable().describe('Username of the approver (or denier)'),
   })
   .meta({ id: 'AccessRequestSummary' });
 
 export const listQuery = z.object({ status: accessRequestStatus.optional() });
 export const listResponse = z.object({ data: z.array(accessRequestSummary) });
+
+export const limitsResponse = z.object({ id: z.uuid(), limits: storedLimits });

@@ -9,6 +9,8 @@ import type { AccessRequestRecord, AppRole, AuthorizeOrigin, McpInstanceRecord, 
 import { StoreUnavailableError } from '../store/durable-file.js';
 import type { Repositories, RepositorySet } from '../store/repositories.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
+import type { GrantLimitsInput, GrantUsage } from '../activity/schemas.js';
+import { canonicalResource } from '../oauth/resources.js';
 
 export const scopeFor = (id: string) => `${ACCESS_REQUEST_SCOPE_PREFIX}${id}`;
 
@@ -20,8 +22,19 @@ export type AppInfoLookup = (clientId: string) => Promise<{ name?: string; descr
 
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
-/** What a sign-in at the authorization endpoint was for, as one comparable value: its instances, or none (models). */
-const signInResources = (record: AccessRequestRecord) => [...(record.authorize?.suggested_instance_ids ?? [])].sort().join(' ');
+/** Limits as stored: both fields, null for none. */
+export const normalLimits = (l: GrantLimitsInput | undefined) => ({ requests_per_minute: l?.requests_per_minute ?? null, tokens_per_day: l?.tokens_per_day ?? null });
+
+/**
+ * What a sign-in at the authorization endpoint was for, as one comparable value: its resource
+ * values, normalised (none named is the whole service); a record made before they were kept
+ * compares by the instances they named.
+ */
+const signInResources = (record: AccessRequestRecord) => {
+  const resources = record.authorize?.resources;
+  if (!resources) return `instances:${[...(record.authorize?.suggested_instance_ids ?? [])].sort().join(' ')}`;
+  return `resources:${[...new Set(resources.map((r) => canonicalResource(r) ?? r))].sort().join(' ')}`;
+};
 
 /** A sign-in for MCP instances, approved with none of them: its token would reach nothing. */
 function signInGoesNowhere(record: AccessRequestRecord, body: z.output<typeof approveBody>): boolean {
@@ -51,7 +64,14 @@ export class AccessRequestsService {
     private readonly logger: Logger,
     private readonly appInfo: AppInfoLookup = async () => undefined,
     private readonly limits: { draftsPerClient: number; drafts: number } = { draftsPerClient: 20, drafts: 1000 },
+    private readonly usage: (grantId: string) => GrantUsage = () => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, today: { calls: 0, tokens: 0 } }),
   ) {}
+
+  /** A grant's usage and limits, for the surfaces that show a decided request; nothing for one never approved. */
+  figuresOf(record: AccessRequestRecord): { usage?: GrantUsage; limits?: ReturnType<typeof normalLimits> } {
+    if (record.status !== 'approved' && record.status !== 'revoked') return {};
+    return { usage: this.usage(record.id), limits: normalLimits(record.limits ?? undefined) };
+  }
 
   private nowIso(): string {
     return new Date(this.clock()).toISOString();
@@ -313,6 +333,22 @@ export class AccessRequestsService {
     record.user_id = reviewer.id;
     record.decided_at = now;
     record.updated_at = now;
+    record.limits = normalLimits(body.limits);
+  }
+
+  /** Sets a grant's limits (its approver or an admin); the next call is held to them. */
+  async setLimits(actor: UserRecord, id: string, limits: GrantLimitsInput): Promise<AccessRequestRecord> {
+    await this.getVisible(actor, id);
+    const record = await this.change(this.repos, id, (r) => {
+      if (!this.visibleTo(r, actor)) throw notFound('No such access request.');
+      if (r.status !== 'approved') throw conflict('not_approved', `Only an approved grant has limits; this one is ${r.status}.`);
+      if (r.user_id !== actor.id && actor.role !== 'admin') throw forbidden("Only the grant's approver or an admin can set its limits.");
+      const current = r.limits ?? { requests_per_minute: null, tokens_per_day: null };
+      r.limits = normalLimits({ ...current, ...limits });
+      r.updated_at = this.nowIso();
+    });
+    if (!record) throw notFound('No such access request.');
+    return record;
   }
 
   async deny(reviewer: UserRecord, id: string): Promise<AccessRequestRecord> {

@@ -94,6 +94,12 @@ export class BearerVerifier {
     return invalidToken(message, this.metadataUrl());
   }
 
+  /** The grant a token whose signature was verified names (it is in the cache), for a refusal's record. */
+  attempted(token: string): { accessRequestId: string; clientId: string } | undefined {
+    const hit = this.verified.get(token);
+    return hit ? { accessRequestId: hit.accessRequestId, clientId: hit.clientId } : undefined;
+  }
+
   /** Whether a verified grant's token may be used on this request path. */
   covers(grant: BearerGrant, path: string): boolean {
     return grant.audience === null || audienceCovers(this.opts.audience, grant.audience, path);
@@ -189,6 +195,8 @@ export const API_KEY_PREFIX = 'svc_';
 /** Checks an API key and its grant record on every call, as BearerVerifier.verify does a token's. */
 export interface ApiKeyBearer {
   verify(key: string): Promise<BearerGrant>;
+  /** the grant a known key stands on, when its use was refused */
+  attempted?(key: string): Promise<{ accessRequestId: string; clientId: string } | undefined>;
 }
 
 /**
@@ -209,6 +217,8 @@ export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: stri
     try {
       grant = keys && match[1].startsWith(API_KEY_PREFIX) ? await keys.verify(match[1]) : await verifier.verify(match[1]);
     } catch (err) {
+      // a credential whose signature held names its grant: the refusal shows in that grant's activity
+      ctx.state.attempted = match[1].startsWith(API_KEY_PREFIX) ? keys?.attempted?.(match[1]) : verifier.attempted(match[1]);
       // the challenge names the metadata of the resource that was asked for
       if (err instanceof AppError && err.status === 401) throw invalidToken(err.message, metadataUrl(ctx.path));
       throw err;

@@ -30,6 +30,26 @@ export interface BearerGrant {
   audience: string | null;
 }
 
+/** What a handler adds to its call's event as it learns it: the model, the tool, the tokens. */
+export interface ActivityNote {
+  model?: string;
+  instance_id?: string;
+  mcp_method?: string;
+  tool?: string;
+  tokens_in?: number;
+  tokens_out?: number;
+  /** the upstream answered, but with a failure (a JSON-RPC error) */
+  failed?: boolean;
+  /** svc said no in an answer of the protocol's own (a tool outside the allow-list): the reason */
+  refused?: string;
+}
+
+/** The grant a refused credential named, when its signature held (a revoked grant's token). */
+export interface AttemptedGrant {
+  accessRequestId: string;
+  clientId: string;
+}
+
 export interface AppState {
   user?: UserRecord;
   /** the verified grant of a Bearer call */
@@ -38,6 +58,10 @@ export interface AppState {
   requestId: string;
   /** set by the router when the matched route answers with an open-ended stream (RouteDef.stream) */
   stream?: boolean;
+  /** an app call's event as it is being learnt (the model, the tool, the tokens) */
+  activity?: ActivityNote;
+  /** the grant a refused credential named, for the activity */
+  attempted?: AttemptedGrant | Promise<AttemptedGrant | undefined>;
 }
 
 export type AppContext = ParameterizedContext<AppState>;

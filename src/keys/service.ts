@@ -155,4 +155,9 @@ export class ApiKeyVerifier implements ApiKeyBearer {
     // Never above what the owner may grant now (CONTRACT §6).
     return { record, user, role: lowerAppRole(record.approved_role, maxGrantableRole(user.role)), clientId, audience: null };
   }
+
+  async attempted(credential: string) {
+    const key = await this.repos.apiKeys.findByHash(hashKey(credential));
+    return key ? { accessRequestId: key.access_request_id, clientId: keyClientId(key.id) } : undefined;
+  }
 }

@@ -100,6 +100,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       responses: { 200: { description: 'Allowed tools', schema: z.object({ tools: z.array(tool) }) } },
       errors: [401, 403, 404, 502, 504],
       async handler(ctx, { params }) {
+        if (ctx.state.activity) ctx.state.activity.mcp_method = 'tools/list';
         return { tools: await tools.refresh(await grantedInstance(ctx, instances, params.id)) };
       },
     }),
@@ -115,6 +116,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
       errors: [400, 401, 403, 404, 502, 504],
       async handler(ctx, { params, body }) {
+        if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
         return { result: await tools.execute(await grantedInstance(ctx, instances, params.id), params.tool_name, body.params) };
       },
     }),

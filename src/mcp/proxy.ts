@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import { readRaw } from '../proxy/body.js';
-import type { AppContext } from '../http/context.js';
+import type { ActivityNote, AppContext } from '../http/context.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../proxy/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
@@ -68,6 +68,41 @@ function headersDisagree(ctx: AppContext, messages: JsonRpc[]): string | null {
   return null;
 }
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control', 'allow'];
+
+/**
+ * What the activity records of an MCP call: its method, and the tool of a tools/call. The stateless
+ * era names both in headers (checked against the body when the body is read); otherwise the body
+ * says, and only the first message of a batch is named.
+ */
+function noteMcpCall(note: ActivityNote, ctx: AppContext, text: string | undefined): void {
+  const method = ctx.get('mcp-method');
+  if (method) {
+    note.mcp_method = method;
+    const name = ctx.get('mcp-name');
+    if (name && method === 'tools/call') note.tool = decodeMcpName(name);
+    return;
+  }
+  if (text === undefined || text.length > 1024 * 1024) return;
+  try {
+    const parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
+    const first = Array.isArray(parsed) ? parsed[0] : parsed;
+    if (typeof first?.method === 'string') note.mcp_method = first.method;
+    if (first?.method === 'tools/call' && typeof first.params?.name === 'string') note.tool = first.params.name;
+  } catch {
+    /* not JSON: the upstream says so to the app */
+  }
+}
+
+/** Whether a whole JSON-RPC answer is (or holds) an error; looked for only when the word is there. */
+function answeredWithError(whole: Buffer): boolean {
+  if (whole.indexOf('"error"') === -1) return false;
+  try {
+    const parsed = JSON.parse(whole.toString('utf8')) as { error?: unknown } | { error?: unknown }[];
+    return (Array.isArray(parsed) ? parsed : [parsed]).some((m) => m && typeof m === 'object' && m.error !== undefined);
+  } catch {
+    return false;
+  }
+}
 
 type JsonRpc = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown }; result?: { tools?: { name?: unknown }[] } };
 
@@ -147,6 +182,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   const text = body ? decodeUtf8(body) : undefined;
   const filtering = instance.allow_tools !== null;
   const listIds = new Set<unknown>();
+  const note = ctx.state.activity;
+  if (note) noteMcpCall(note, ctx, text);
 
   if (text !== undefined && filtering) {
     let parsed: JsonRpc | JsonRpc[];
@@ -165,6 +202,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       ctx.status = 200;
       ctx.type = 'application/json';
       ctx.body = Array.isArray(parsed) ? errors : errors[0];
+      if (note) note.refused = 'tool_not_allowed';
       return;
     }
     for (const m of messages) if (m?.method === 'tools/list' && m.id !== undefined) listIds.add(m.id);
@@ -242,6 +280,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
       reply = scrubbed;
     }
     out['content-length'] = String(Buffer.byteLength(reply));
+    if (ctx.state.activity && answeredWithError(whole)) ctx.state.activity.failed = true;
     takeResponse(ctx, upstream.statusCode, out).end(reply);
     return;
   }

@@ -9,6 +9,7 @@ import { readJson } from './body.js';
 import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from './scrub.js';
 import { abortOnClientGone, callUpstream, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from '../upstream/client.js';
 import { pumpStream, takeResponse } from '../upstream/pump.js';
+import { UsageTap, usageInAnswer } from '../activity/usage.js';
 
 export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -70,6 +71,10 @@ function deeperThan(value: unknown, limit: number): boolean {
   }
   return false;
 }
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** Whether the app itself asked for a stream's usage (`stream_options.include_usage`). */
+const usageAsked = (body: Record<string, unknown>) => isObject(body.stream_options) && body.stream_options.include_usage === true;
 
 /** The message of an upstream error body: OpenAI's `error.message`, or `error`, `message`, `detail`; else the text. */
 function upstreamMessage(text: string): string {
@@ -147,9 +152,10 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
   }
 
   /** Passes an event stream on line by line; an upstream failure ends it with an error event. */
-  async function relayStream(ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, endpoint: Endpoint, resolved: ResolvedModel): Promise<void> {
+  async function relayStream(ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, endpoint: Endpoint, resolved: ResolvedModel, hideUsage: boolean): Promise<void> {
     const name = resolved.provider.name;
-    const relay = new LineRelay(scrubKey(resolved), STREAM_LINE_LIMIT);
+    const lines = new LineRelay(scrubKey(resolved), STREAM_LINE_LIMIT);
+    const relay = new UsageTap(lines, hideUsage);
     headers['X-Accel-Buffering'] = 'no';
     const res = takeResponse(ctx, upstream.statusCode, headers);
     // The headers go at once, so the app sees the answer start as the upstream does.
@@ -162,8 +168,10 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
             ? [`Upstream provider ${name} stopped sending for ${resolved.provider.timeout_ms} ms.`, 'upstream_timeout']
             : [`Upstream provider ${name} broke off the stream.`, 'upstream_unavailable'];
       deps.logger.warn({ requestId: ctx.state.requestId, provider: name, code }, 'upstream stream broke off');
-      return relay.abandon() + streamErrorEvent(endpoint, message, code);
+      return lines.abandon() + streamErrorEvent(endpoint, message, code);
     });
+    // a stream cut off before its usage came leaves the counts unknown, not zero
+    if (relay.tokens && ctx.state.activity) Object.assign(ctx.state.activity, relay.tokens);
   }
 
   /**
@@ -171,14 +179,20 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
    * the model id must change or an alias adds defaults.
    */
   async function forward(ctx: AppContext, endpoint: Endpoint, raw: string, body: Record<string, unknown>, stream: boolean): Promise<void> {
+    if (ctx.state.activity) ctx.state.activity.model = String(body.model);
     const resolved = await catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
+    // A stream tells its token counts only when asked; svc asks for the app that did not, and
+    // takes the answer out again (UsageTap), so the activity counts what the app spent.
+    const askUsage = stream && (endpoint === '/chat/completions' || endpoint === '/completions') && !usageAsked(body);
     let outgoing = raw;
-    if (resolved.defaults || resolved.upstreamModel !== body.model) {
+    if (resolved.defaults || resolved.upstreamModel !== body.model || askUsage) {
       if (deeperThan(body, MAX_REWRITE_DEPTH)) {
         throw invalidBody(`The request body nests deeper than ${MAX_REWRITE_DEPTH} levels, too deep for svc to rewrite for this model id.`);
       }
-      outgoing = JSON.stringify(resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel });
+      const rewritten: Record<string, unknown> = resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel };
+      if (askUsage) rewritten.stream_options = { ...(isObject(rewritten.stream_options) ? rewritten.stream_options : {}), include_usage: true };
+      outgoing = JSON.stringify(rewritten);
     }
     const name = `provider ${resolved.provider.name}`;
     const abort = abortOnClientGone(ctx.res);
@@ -203,7 +217,7 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
       'Cache-Control': 'no-store',
       'X-Content-Type-Options': 'nosniff',
     };
-    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(ctx, upstream, headers, endpoint, resolved);
+    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(ctx, upstream, headers, endpoint, resolved, askUsage);
 
     // Read it all before writing anything: a failure here is still a proper 502/504.
     let buf: Buffer;
@@ -212,6 +226,8 @@ export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog:
     } catch (err) {
       throw abort.aborted ? clientClosed() : err;
     }
+    const tokens = ctx.state.activity ? usageInAnswer(buf) : null;
+    if (tokens) Object.assign(ctx.state.activity!, tokens);
     let text: string | null = null;
     // A body without Content-Length or chunked framing ends when the connection does, so a reset
     // looks like an end: check that JSON is whole rather than pass on half of it.

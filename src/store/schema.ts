@@ -87,6 +87,8 @@ export interface AccessRequestRecord {
   authorize?: AuthorizeOrigin;
   /** revoked because a later sign-in of the same app and person, for the same resources, replaced it */
   replaced_by?: string;
+  /** what the person set on the grant; a missing or null field is no limit */
+  limits?: { requests_per_minute: number | null; tokens_per_day: number | null };
 }
 
 /** An API key (CONTRACT §7b): a Bearer credential standing on an approved access request. */

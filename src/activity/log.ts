@@ -1,0 +1,343 @@
+import { createReadStream } from 'node:fs';
+import { type FileHandle, open, rename, stat, truncate } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Logger } from '../log.js';
+import type { ActivityEvent, GrantUsage } from './schemas.js';
+
+/**
+ * What apps did with their grants, kept in `activity.jsonl` in the data dir: one JSON line per
+ * call, appended in the order they happened, off the request path (a second's worth is written at
+ * a time, so a crash may lose the last second, never more). It is not the store: no call waits for
+ * it, and it holds no secret and no content, only names, counts, sizes and times.
+ *
+ * Events are kept with a bound (days and a number); since they are in time order, what goes is
+ * always a prefix, and dropping it is one copy of the rest to a new file. In memory there is only
+ * an index: each event's byte offset and time, each grant's event numbers, and each grant's
+ * totals. A grant's newest events are then read with one positioned read each, however many
+ * events the file holds.
+ */
+
+export const ACTIVITY_FILE = 'activity.jsonl';
+/** How often buffered events go to disk. */
+const FLUSH_MS = 1000;
+/** A flush starts sooner once this many wait. */
+const FLUSH_EVENTS = 500;
+/** The longest line read back; every field of an event is bounded, so a line is far shorter. */
+const MAX_LINE = 16 * 1024;
+
+export interface ActivityBounds {
+  /** events older than this many days go; 0 keeps them */
+  retentionDays: number;
+  /** at most this many are kept; the oldest go first */
+  maxEvents: number;
+}
+
+export interface GrantTotals {
+  calls: number;
+  refused: number;
+  tokens_in: number;
+  tokens_out: number;
+  last_used_at: string | null;
+  /** the daemon's local calendar day the `today` counts are for (YYYY-MM-DD) */
+  day: string;
+  today_calls: number;
+  today_tokens: number;
+}
+
+export interface ActivityQuery {
+  /** only these grants (access request ids); undefined: every grant */
+  grants?: Set<string>;
+  /** only events at or after this time (ms) */
+  since?: number;
+  /** only events after this id */
+  after?: number;
+  limit: number;
+}
+
+/** The daemon's local calendar day of a time, as the per-day limits count it. */
+export function localDay(ms: number): string {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+}
+
+const emptyTotals = (day: string): GrantTotals => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, day, today_calls: 0, today_tokens: 0 });
+
+export class ActivityLog {
+  /** the id of the first event still indexed */
+  private base = 1;
+  /** byte offset and time (ms) of each indexed event, by id - base */
+  private offsets: number[] = [];
+  private times: number[] = [];
+  /** each grant's event ids, oldest first */
+  private byGrant = new Map<string, number[]>();
+  private totals = new Map<string, GrantTotals>();
+  /** events recorded but not yet written, in id order */
+  private pending: ActivityEvent[] = [];
+  private size = 0;
+  private nextId = 1;
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private closed = false;
+
+  private constructor(
+    private readonly file: string,
+    private handle: FileHandle,
+    private readonly bounds: ActivityBounds,
+    private readonly clock: () => number,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Opens (or creates) the data dir's activity log and indexes it; a torn last line (a crash) is cut off. */
+  static async open(dataDir: string, bounds: ActivityBounds, clock: () => number, logger: Logger): Promise<ActivityLog> {
+    const file = path.join(dataDir, ACTIVITY_FILE);
+    const handle = await open(file, 'a+', 0o600);
+    const log = new ActivityLog(file, handle, bounds, clock, logger);
+    await log.index();
+    await log.dropOld();
+    return log;
+  }
+
+  /** Reads the whole file once, building the index and every grant's totals. */
+  private async index(): Promise<void> {
+    this.offsets = [];
+    this.times = [];
+    this.byGrant.clear();
+    this.totals.clear();
+    let offset = 0;
+    let whole = 0;
+    const lines = createInterface({ input: createReadStream(this.file, { encoding: 'utf8' }), crlfDelay: Infinity });
+    let first = true;
+    for await (const line of lines) {
+      const length = Buffer.byteLength(line) + 1;
+      let event: ActivityEvent | null = null;
+      try {
+        event = JSON.parse(line) as ActivityEvent;
+      } catch {
+        /* a torn last line, or damage: it is skipped, and cut off below when it is the last */
+      }
+      if (event && typeof event.id === 'string') {
+        const id = Number(event.id);
+        if (first) this.base = id;
+        first = false;
+        // ids are consecutive; a hole (a skipped line) keeps its slot so the arithmetic holds
+        while (this.base + this.offsets.length < id) {
+          this.offsets.push(offset);
+          this.times.push(0);
+        }
+        this.addToIndex(event, offset);
+        this.nextId = id + 1;
+        whole = offset + length;
+      }
+      offset += length;
+    }
+    const { size } = await stat(this.file);
+    if (size > whole) {
+      // the end of the file is not a whole event: a write a crash cut short
+      await truncate(this.file, whole);
+      this.logger.warn({ file: this.file, bytes: size - whole }, 'activity log: cut off a torn last line');
+    }
+    this.size = whole;
+    if (first) this.base = this.nextId;
+  }
+
+  private addToIndex(event: ActivityEvent, offset: number): void {
+    const id = Number(event.id);
+    this.offsets[id - this.base] = offset;
+    const time = Date.parse(event.time);
+    this.times[id - this.base] = time;
+    const ids = this.byGrant.get(event.access_request_id);
+    if (ids) ids.push(id);
+    else this.byGrant.set(event.access_request_id, [id]);
+    this.count(event, time);
+  }
+
+  private count(event: ActivityEvent, time: number): void {
+    const today = localDay(this.clock());
+    const t = this.totals.get(event.access_request_id) ?? emptyTotals(today);
+    t.calls++;
+    if (event.outcome === 'refused') t.refused++;
+    t.tokens_in += event.tokens_in ?? 0;
+    t.tokens_out += event.tokens_out ?? 0;
+    if (!t.last_used_at || t.last_used_at < event.time) t.last_used_at = event.time;
+    if (localDay(time) === today) {
+      if (t.day !== today) Object.assign(t, { day: today, today_calls: 0, today_tokens: 0 });
+      t.today_calls++;
+      t.today_tokens += (event.tokens_in ?? 0) + (event.tokens_out ?? 0);
+    }
+    this.totals.set(event.access_request_id, t);
+  }
+
+  /** Records one event; it is written within a second. Answers its id. */
+  record(event: Omit<ActivityEvent, 'id'>): ActivityEvent {
+    const full = { id: String(this.nextId++), ...event } as ActivityEvent;
+    this.pending.push(full);
+    this.count(full, Date.parse(full.time));
+    if (this.pending.length >= FLUSH_EVENTS) void this.flush();
+    else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref();
+    return full;
+  }
+
+  /** A grant's totals over the events kept; today's counts are for the daemon's local day now. */
+  totalsFor(grantId: string): GrantTotals {
+    const today = localDay(this.clock());
+    const t = this.totals.get(grantId);
+    if (!t) return emptyTotals(today);
+    return t.day === today ? { ...t } : { ...t, day: today, today_calls: 0, today_tokens: 0 };
+  }
+
+  /** A grant's usage as the API shows it. */
+  usageOf(grantId: string): GrantUsage {
+    const t = this.totalsFor(grantId);
+    return { calls: t.calls, refused: t.refused, tokens_in: t.tokens_in, tokens_out: t.tokens_out, last_used_at: t.last_used_at, today: { calls: t.today_calls, tokens: t.today_tokens } };
+  }
+
+  /** Writes what is buffered: one append and one fdatasync. */
+  flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+    this.flushing ??= this.writePending().finally(() => {
+      this.flushing = null;
+    });
+    return this.flushing;
+  }
+
+  private async writePending(): Promise<void> {
+    while (this.pending.length > 0) {
+      const batch = this.pending;
+      const lines = batch.map((e) => `${JSON.stringify(e)}\n`);
+      const buf = Buffer.from(lines.join(''));
+      try {
+        await this.handle.write(buf, 0, buf.length, null);
+        await this.handle.datasync();
+      } catch (err) {
+        // a full disk: the events stay in memory and are tried again at the next flush
+        this.logger.warn({ file: this.file, err: (err as Error).message }, 'activity log: could not write events');
+        return;
+      }
+      let offset = this.size;
+      for (const [i, e] of batch.entries()) {
+        this.offsets[Number(e.id) - this.base] = offset;
+        this.times[Number(e.id) - this.base] = Date.parse(e.time);
+        const ids = this.byGrant.get(e.access_request_id);
+        if (ids) ids.push(Number(e.id));
+        else this.byGrant.set(e.access_request_id, [Number(e.id)]);
+        offset += Buffer.byteLength(lines[i]);
+      }
+      this.size = offset;
+      this.pending = this.pending.slice(batch.length);
+    }
+    if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100) await this.dropOld();
+  }
+
+  /**
+   * Events newest first. What is still buffered counts too, so a call shows at once. Past the
+   * bound, events read as gone even before the file is cut.
+   */
+  async list(q: ActivityQuery): Promise<ActivityEvent[]> {
+    const out: ActivityEvent[] = [];
+    const oldest = this.oldestVisible();
+    const wanted = (e: { id: number; time: number; grant: string }) =>
+      e.id >= oldest && (!q.grants || q.grants.has(e.grant)) && (q.since === undefined || e.time >= q.since) && (q.after === undefined || e.id > q.after);
+    for (let i = this.pending.length - 1; i >= 0 && out.length < q.limit; i--) {
+      const e = this.pending[i];
+      if (wanted({ id: Number(e.id), time: Date.parse(e.time), grant: e.access_request_id })) out.push(e);
+    }
+    for (const id of this.idsNewestFirst(q.grants)) {
+      if (out.length >= q.limit) break;
+      const time = this.times[id - this.base];
+      if (id < oldest || (q.after !== undefined && id <= q.after) || (q.since !== undefined && time < q.since)) break;
+      const event = await this.read(id);
+      if (event) out.push(event);
+    }
+    return out;
+  }
+
+  /** The ids of the written events of `grants` (or all), newest first. */
+  private *idsNewestFirst(grants?: Set<string>): Generator<number> {
+    if (!grants) {
+      for (let id = this.base + this.offsets.length - 1; id >= this.base; id--) yield id;
+      return;
+    }
+    // a k-way merge of the grants' id lists, newest first
+    const lists = [...grants].map((g) => this.byGrant.get(g) ?? []).filter((l) => l.length > 0);
+    const at = lists.map((l) => l.length - 1);
+    for (;;) {
+      let best = -1;
+      for (let i = 0; i < lists.length; i++) if (at[i] >= 0 && (best === -1 || lists[i][at[i]] > lists[best][at[best]])) best = i;
+      if (best === -1) return;
+      const id = lists[best][at[best]--];
+      if (id >= this.base) yield id;
+    }
+  }
+
+  private oldestVisible(): number {
+    const newest = this.nextId - 1;
+    const byCount = newest - this.bounds.maxEvents + 1;
+    return Math.max(this.base, byCount);
+  }
+
+  private async read(id: number): Promise<ActivityEvent | null> {
+    const offset = this.offsets[id - this.base];
+    const end = id - this.base + 1 < this.offsets.length ? this.offsets[id - this.base + 1] : this.size;
+    const length = Math.min(end - offset, MAX_LINE);
+    if (length <= 0) return null;
+    const buf = Buffer.alloc(length);
+    await this.handle.read(buf, 0, length, offset);
+    try {
+      return JSON.parse(buf.toString('utf8').trimEnd()) as ActivityEvent;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Drops the events past the bounds: a prefix of the file, so the rest is copied to a new file
+   * that replaces it, and the index is built again from it. Runs at start, when the file holds a
+   * tenth more than the bound, and from the daemon's hourly sweep.
+   */
+  async dropOld(): Promise<number> {
+    await this.flushing;
+    const now = this.clock();
+    let cut = this.oldestVisible() - this.base;
+    if (this.bounds.retentionDays > 0) {
+      const before = now - this.bounds.retentionDays * 24 * 60 * 60 * 1000;
+      while (cut < this.times.length && this.times[cut] < before) cut++;
+    }
+    if (cut <= 0) return 0;
+    const from = cut < this.offsets.length ? this.offsets[cut] : this.size;
+    const tmp = `${this.file}.tmp`;
+    const out = await open(tmp, 'w', 0o600);
+    try {
+      const buf = Buffer.alloc(1024 * 1024);
+      for (let pos = from; pos < this.size; ) {
+        const { bytesRead } = await this.handle.read(buf, 0, Math.min(buf.length, this.size - pos), pos);
+        if (bytesRead === 0) break;
+        await out.write(buf, 0, bytesRead);
+        pos += bytesRead;
+      }
+      await out.sync();
+    } finally {
+      await out.close();
+    }
+    await rename(tmp, this.file);
+    await this.handle.close();
+    this.handle = await open(this.file, 'a+', 0o600);
+    const keptNext = this.nextId;
+    await this.index();
+    // the buffered events keep their ids, and the counters the buffered events had added
+    this.nextId = keptNext;
+    if (this.offsets.length === 0) this.base = this.pending.length > 0 ? Number(this.pending[0].id) : keptNext;
+    for (const e of this.pending) this.count(e, Date.parse(e.time));
+    return cut;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.flush();
+    await this.handle.close();
+  }
+}

@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import type { AccessRequestsService } from '../access-requests/service.js';
+import { limitsResponse } from '../access-requests/schemas.js';
+import { invalidBody, notFound } from '../errors.js';
+import type { AppDeps } from '../http/context.js';
+import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import type { UserRecord } from '../store/schema.js';
+import type { ActivityLog } from './log.js';
+import { activityList, activityQuery, grantLimits, parseSince } from './schemas.js';
+
+const idParam = z.object({ id: z.string().min(1).max(100) });
+
+/**
+ * What a person may see of the activity: the grants they approved (an admin: every grant). A
+ * `grant` named (an id or a unique prefix of 6 or more characters) must be one of those; another
+ * person's is 404, as if it did not exist.
+ */
+async function visibleGrants(deps: AppDeps, user: UserRecord, named?: string): Promise<Set<string> | undefined> {
+  if (!named && user.role === 'admin') return undefined;
+  const mine = (await deps.repos.accessRequests.list()).filter((r) => r.user_id !== null && (user.role === 'admin' || r.user_id === user.id));
+  if (!named) return new Set(mine.map((r) => r.id));
+  if (named.length < 6) throw invalidBody('grant must be an access request id, or a prefix of at least 6 characters.', 'grant');
+  const found = mine.filter((r) => r.id.startsWith(named.toLowerCase()));
+  if (found.length === 0) throw notFound('No such grant of yours.');
+  if (found.length > 1) throw invalidBody(`The prefix ${named} names ${found.length} grants; give more characters.`, 'grant');
+  return new Set([found[0].id]);
+}
+
+export function activityRoutes(deps: AppDeps, log: ActivityLog, requests: AccessRequestsService): AnyRouteDef[] {
+  return [
+    defineRoute({
+      method: 'get',
+      path: '/svc/v1/activity',
+      operationId: 'listActivity',
+      summary: 'What apps did with your grants, newest first (an admin: every grant)',
+      description: 'One event per call made with a grant\'s credential on /v1 and /svc/v1/apps, refusals included. Never content: names, counts, sizes and times.',
+      tags: ['activity'],
+      auth: 'session',
+      query: activityQuery,
+      responses: { 200: { description: 'Events, newest first', schema: activityList } },
+      errors: [400, 401, 404],
+      async handler(ctx, { query }) {
+        const since = query.since === undefined ? undefined : parseSince(query.since, deps.clock());
+        if (since === null) throw invalidBody('since must be an ISO 8601 time or a duration such as 15m, 1h or 7d.', 'since');
+        const grants = await visibleGrants(deps, ctx.state.user!, query.grant);
+        return { data: await log.list({ grants, since, after: query.after, limit: query.limit }) };
+      },
+    }),
+    defineRoute({
+      method: 'put',
+      path: '/svc/v1/access-requests/{id}/limits',
+      operationId: 'setGrantLimits',
+      summary: "Set a grant's limits (its approver or an admin); a field left out stays, null removes it",
+      tags: ['review'],
+      auth: 'session',
+      params: idParam,
+      body: grantLimits,
+      responses: { 200: { description: 'The limits now in force', schema: limitsResponse } },
+      errors: [400, 401, 403, 404, 409],
+      async handler(ctx, { params, body }) {
+        const r = await requests.setLimits(ctx.state.user!, params.id, body);
+        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, limits: r.limits }, 'grant limits set');
+        return { id: r.id, limits: requests.figuresOf(r).limits! };
+      },
+    }),
+  ];
+}
