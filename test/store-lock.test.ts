@@ -98,6 +98,25 @@ describe('the data dir lock', () => {
     await lock.release();
   });
 
+  it('a holder that has not written its pid yet: the refusal says so, and never names the dead pid a crash left', async () => {
+    const dataDir = await tempDir();
+    const dead = await deadPid();
+    await writeFile(path.join(dataDir, 'daemon.lock'), String(dead));
+    const lock = await lockDataDir(dataDir, { recordPid: false });
+    try {
+      const err = await lockDataDir(dataDir).catch((e: Error) => e);
+      expect(err).toMatchObject({ name: 'DataDirLockedError', pid: 0 });
+      expect((err as Error).message).toContain('(its pid not yet in daemon.lock) is already using the data dir');
+      expect((err as Error).message).not.toContain(String(dead));
+      // left as it was until the holder records itself
+      expect(Number(await readFile(path.join(dataDir, 'daemon.lock'), 'utf8'))).toBe(dead);
+      await lock.recordPid();
+      await expect(lockDataDir(dataDir)).rejects.toMatchObject({ pid: process.pid });
+    } finally {
+      await lock.release();
+    }
+  });
+
   it('keeps no process alive, and closes any connection to it at once', { timeout: 60_000 }, async () => {
     requireFreshDist();
     const dataDir = await tempDir();

@@ -103,18 +103,18 @@ function bindLockSocket(name: string): Promise<net.Server> {
 }
 
 /**
- * The pid in daemon.lock, for the refusal. The holder writes it just after it binds, so a start
- * that lost the race by a hair may first read nothing, or the pid of a holder that died: it
- * reads again for a moment before it settles for what is there.
+ * The pid in daemon.lock, for the refusal. The holder writes it once it has bound the socket (a
+ * daemon, once its start has passed its checks), so a start that lost the race may first read
+ * nothing, or the pid of a holder that died: it reads again for a moment, and answers 0 (not
+ * known) rather than a pid that no longer runs.
  */
 async function holderPid(file: string): Promise<number> {
-  let pid = 0;
   for (let attempt = 0; attempt < 40; attempt++) {
-    pid = Number.parseInt(await readFile(file, 'utf8').catch(() => ''), 10);
+    const pid = Number.parseInt(await readFile(file, 'utf8').catch(() => ''), 10);
     if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) return pid;
     await new Promise((r) => setTimeout(r, 50));
   }
-  return Number.isInteger(pid) ? pid : 0;
+  return 0;
 }
 
 function isAlive(pid: number): boolean {
