@@ -182,6 +182,18 @@ describe('db.json carries a checksum', () => {
     expect((await refusal(dir)).message).toContain('its checksum does not match');
   });
 
+  it('a document a script rewrote whole (parse, edit, stringify) has no bytes of svc left to check: it loads as one written by hand', async () => {
+    const dir = await closedStore();
+    const file = path.join(dir, 'db.json');
+    const db = JSON.parse(await readFile(file, 'utf8'));
+    db.users[0].username = 'alicia';
+    for (const text of [JSON.stringify(db), JSON.stringify(db, null, 2)]) {
+      await writeFile(file, text);
+      const store = await openAgain(dir);
+      expect(store.all('users').map((u) => u.username)).toEqual(['alicia', 'bob']);
+    }
+  });
+
   it('a snapshot an older svc wrote (no checksum) still loads', async () => {
     const dir = await closedStore();
     const file = path.join(dir, 'db.json');

@@ -42,7 +42,7 @@ export interface StoreContents {
  * so it can be written a few hundred records at a time and read back a record at a time: a
  * large store is never in memory twice, as text and as objects. The checksum makes a byte
  * changed inside a value (which still parses) a refused store rather than data. Any other JSON of
- * the right shape is read whole; it is checked too when it carries the checksum field.
+ * the right shape is read whole; it is checked too when it still has svc's checksum line.
  *
  * Upgrade: a snapshot an older svc wrote has no checksum field, and is loaded as before (there is
  * nothing to check it against); the first snapshot this version writes carries one.
@@ -111,15 +111,18 @@ export async function readSnapshot(file: string, fs: StoreFs = nodeFs): Promise<
 
 /**
  * A snapshot read whole (not in the shape writeSnapshot streams, e.g. its first line was
- * damaged): of svc's shape, and when it has a checksum, matching it.
+ * damaged): of svc's shape, and matching its checksum where the checksum still sits on its own
+ * line as svc wrote it. A document a tool rewrote whole (JSON.parse, edit, JSON.stringify: one
+ * line, or pretty-printed) keeps the field but none of svc's bytes, so there is nothing to check
+ * it against: it is read as one written by hand. A byte changed in svc's file keeps its lines.
  */
 function checkWholeSnapshot(value: unknown, text: string): ReturnType<typeof validateDb> {
   const checked = validateDb(value);
   if (!checked.ok) return { ok: false, reason: `unexpected content: ${checked.reason}` };
   const expected = (value as Record<string, unknown>)[CHECK_FIELD];
-  if (expected === undefined) return checked;
   const at = text.lastIndexOf(`\n${CHECK_PREFIX}`);
-  const actual = at < 0 ? '' : createHash('sha256').update(text.slice(0, at + 1)).digest('base64url');
+  if (expected === undefined || at < 0) return checked;
+  const actual = createHash('sha256').update(text.slice(0, at + 1)).digest('base64url');
   return actual === expected ? checked : { ok: false, reason: CHECK_MISMATCH };
 }
 
