@@ -5,6 +5,7 @@
  * in which a start that gave up used to write a snapshot on its way out.
  * Runs the build (bin/svc.js runs dist/): `npm run build` first.
  */
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdir, readFile, stat, truncate, writeFile } from 'node:fs/promises';
 import net from 'node:net';
@@ -99,6 +100,33 @@ describe('a refused start leaves every file of the data dir as it was', () => {
       expect(await readdir(dataDir)).toEqual([]);
     } finally {
       await held.close();
+    }
+  });
+});
+
+describe('a refusal `svc serve` prints, followed as printed', () => {
+  it('a damaged journal line: the command it prints starts the store with what it said it keeps', async () => {
+    const { dataDir, password } = await killedDaemonDir();
+    const journal = path.join(dataDir, 'db.journal.1');
+    const lines = (await readFile(journal, 'utf8')).split('\n');
+    const n = lines.findIndex((l) => l.includes('"name":"m2"'));
+    expect(n, 'the change that made m2').toBeGreaterThan(0);
+    lines[n] = lines[n].replace('"name":"m2"', '"name":"m3"');
+    await writeFile(journal, lines.join('\n'));
+    const before = await filesOf(dataDir);
+    const r = await serveExpectingFailure(dataDir, envFor(dataDir));
+    expect(r.exitCode, r.stderr).toBe(1);
+    expect(r.stderr).toContain(`The store's journal ${journal} is damaged: line ${n + 1} does not check out`);
+    expect(await filesOf(dataDir)).toEqual(before);
+    const run = /^svc: .* Run: (.*)$/m.exec(r.stderr);
+    expect(run, r.stderr).not.toBeNull();
+    execFileSync('sh', ['-c', run![1]], { stdio: 'pipe' });
+    const s = await startServe(dataDir, envFor(dataDir));
+    try {
+      const admin = await new Api(s.url).login('admin', password);
+      expect((await admin.get('/svc/v1/mcps')).body.data.map((m: { name: string }) => m.name).sort()).toEqual(['m0', 'm1']);
+    } finally {
+      expect(await s.stop()).toBe(0);
     }
   });
 });

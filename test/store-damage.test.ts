@@ -1,8 +1,8 @@
 /**
  * A damaged or incomplete store on disk (src/store/journal.ts, snapshot.ts, seq-file.ts,
  * recovery.ts) is never loaded as data: the start is refused, naming the damaged file, with every
- * file as it was. Each refusal is followed here as a person would follow it: the commands it
- * prints are run as printed, the store is opened again, and what it kept is what the message said.
+ * file as it was. Each refusal is followed here as a person would follow it: the command line it
+ * prints is run as printed, the store is opened again, and what it kept is what the message said.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -65,14 +65,13 @@ async function refusal(dir: string): Promise<CorruptStoreError> {
   return err as CorruptStoreError;
 }
 
-/** The commands a refusal prints (its indented lines), run as printed. */
+/** The way out a refusal prints (the command line after "Run: ", last), run as printed; answers its commands. */
 function follow(err: Error): string[] {
-  const commands = err.message
-    .split('\n')
-    .filter((l) => l.startsWith('    '))
-    .map((l) => l.trim());
-  for (const c of commands) execFileSync('sh', ['-c', c], { stdio: 'pipe' });
-  return commands;
+  const at = err.message.lastIndexOf(' Run: ');
+  if (at < 0) return [];
+  const line = err.message.slice(at + ' Run: '.length);
+  execFileSync('sh', ['-c', line], { stdio: 'pipe' });
+  return line.split(' && ');
 }
 
 async function openAgain(dir: string): Promise<Store> {

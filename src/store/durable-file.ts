@@ -46,8 +46,7 @@ export class CorruptStoreError extends Error {
       message ??
         `The store ${file} cannot be read (${reason}). svc will not start and has not touched it.` +
           (backup
-            ? ` The last good copy is ${backup}; inspect both, and if the copy is right restore it (the journal beside it replays every later change) with:\n` +
-              `    cp ${shellQuote(backup)} ${shellQuote(file)}`
+            ? ` The last good copy is ${backup}; inspect both, and if the copy is right restore it (the journal beside it replays every later change), then start again.${RUN}cp ${shellQuote(backup)} ${shellQuote(file)}`
             : ''),
     );
     this.name = 'CorruptStoreError';
@@ -62,12 +61,14 @@ export class MissingStoreError extends CorruptStoreError {
       'missing',
       backup,
       `The store ${file} is missing, but its last good copy ${backup} is there. svc will not start an empty store ` +
-        `(its first write would replace that copy). Restore it (the journal beside it replays every later change) with:\n` +
-        `    cp ${shellQuote(backup)} ${shellQuote(file)}`,
+        `(its first write would replace that copy). Restore it (the journal beside it replays every later change), then start again.${RUN}cp ${shellQuote(backup)} ${shellQuote(file)}`,
     );
     this.name = 'MissingStoreError';
   }
 }
+
+/** Where a refusal's way out begins: the rest of the message is one shell command line. */
+export const RUN = ' Run: ';
 
 /** A path as one shell word, for the commands a refusal tells the user to run. */
 export const shellQuote = (text: string) => `'${text.replaceAll("'", "'\\''")}'`;

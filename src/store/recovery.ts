@@ -1,15 +1,17 @@
 import path from 'node:path';
-import { CorruptStoreError, shellQuote } from './durable-file.js';
+import { CorruptStoreError, RUN, shellQuote } from './durable-file.js';
 import { SEQ_FILE } from './seq-file.js';
 
 /*
- * What a refused start says: which file is wrong, what is lost by each way out, and the commands
- * of the way out that loses least, each on its own indented line (so a person can copy them, and
- * a test can run them). No way out ever starts a store over while acknowledged changes exist.
+ * What a refused start says: which file is wrong, what is lost by each way out, and, last, the
+ * way out that loses least as one shell command line after "Run: " (so a person can paste it,
+ * and a test can run it). One line in all: the CLI prints messages with their control
+ * characters, newlines too, neutralised. No way out ever starts a store over while acknowledged
+ * changes exist.
  */
 
 const NOTHING_CHANGED = 'svc will not start, and has changed no file.';
-const commands = (lines: string[]) => lines.map((line) => `\n    ${line}`).join('');
+const commands = (lines: string[]) => `${RUN}${lines.join(' && ')}`;
 const moveAside = (file: string, suffix = '.damaged') => `mv ${shellQuote(file)} ${shellQuote(`${file}${suffix}`)}`;
 const changes = (from: number, to: number) => (from === to ? `change ${from}` : `changes ${from} to ${to} (${to - from + 1} changes)`);
 
@@ -42,19 +44,19 @@ export interface DamagedLine {
 
 export function damagedLine(d: DamagedLine): CorruptStoreError {
   const head = `The store's journal ${d.journal.file} is damaged: line ${d.line} does not check out (it held change ${d.seq}). ${NOTHING_CHANGED}`;
-  return new CorruptStoreError(d.journal.file, `journal line ${d.line} does not check out`, undefined, `${head}\n${damagedWayOut(d)}`);
+  return new CorruptStoreError(d.journal.file, `journal line ${d.line} does not check out`, undefined, `${head} ${damagedWayOut(d)}`);
 }
 
 function damagedWayOut(d: DamagedLine): string {
   if (d.fileLast <= d.snapshotSeq) {
-    return `${path.basename(d.journal.file)} holds only changes db.json already has (it is kept for db.json.bak), so starting without it loses nothing. Move it aside and start again:${commands([moveAside(d.journal.file)])}`;
+    return `${path.basename(d.journal.file)} holds only changes db.json already has (it is kept for db.json.bak), so starting without it loses nothing. Move it aside, then start again.${commands([moveAside(d.journal.file)])}`;
   }
   const cut = `truncate -s ${d.offset} ${shellQuote(d.journal.file)}`;
   const newest = d.later.length === 0 && d.lastKnown <= d.seq;
   if (newest && (d.recorded === null || d.recorded < d.seq)) {
     return (
       `It is the last change written, and ${SEQ_FILE} does not record it as acknowledged (a write cut short by a power cut leaves this). ` +
-      `Cutting it off loses nothing that was acknowledged. Cut it off and start again:${commands([cut])}`
+      `Cutting it off loses nothing that was acknowledged; cut it off, then start again.${commands([cut])}`
     );
   }
   // Journal files start right after a snapshot point, so a file db.json partly holds cannot be
@@ -67,7 +69,7 @@ function damagedWayOut(d: DamagedLine): string {
     `If you have a backup of the data dir, restore this file from it instead. To go on from change ${from - 1}: cut the file before line ${d.line}` +
     (d.later.length > 0 ? ', move every later journal file aside' : '') +
     (forget.length > 0 ? `, and move ${SEQ_FILE} aside (it records that the lost changes were made)` : '') +
-    `, then start again:${commands([cut, ...d.later.map((j) => moveAside(j.file)), ...forget])}`
+    `, then start again.${commands([cut, ...d.later.map((j) => moveAside(j.file)), ...forget])}`
   );
 }
 
@@ -81,11 +83,11 @@ export function missingChanges(opts: { from: number; to: number; next: JournalRe
     next.file,
     `the journal lacks ${changes(from, to)}`,
     undefined,
-    `The store's journal lacks ${changes(from, to)}: the journal file that held them is not in ${opts.dataDir} (the next one, ${next.file}, starts at change ${next.first}). ${NOTHING_CHANGED}${before}\n` +
+    `The store's journal lacks ${changes(from, to)}: the journal file that held them is not in ${opts.dataDir} (the next one, ${next.file}, starts at change ${next.first}). ${NOTHING_CHANGED}${before} ` +
       `Put the missing file back (from a backup, or from where it was moved) and start again. ` +
       `Without it the store can go on only from change ${from - 1}, which loses ${changes(from, Math.max(to, opts.lastKnown))}; to do that, move every journal file from ${path.basename(next.file)} on aside` +
       (forget.length > 0 ? ` and ${SEQ_FILE}` : '') +
-      `, then start again:${commands([...moved.map((j) => moveAside(j.file)), ...forget])}`,
+      `, then start again.${commands([...moved.map((j) => moveAside(j.file)), ...forget])}`,
   );
 }
 
@@ -100,9 +102,9 @@ export function lostEnd(opts: { recorded: number; loaded: number; last: JournalR
     `changes up to ${opts.recorded} were acknowledged, but the store holds changes only up to ${opts.loaded}`,
     undefined,
     `The store lacks ${changes(opts.loaded + 1, opts.recorded)}: ${seqFile} records that changes up to ${opts.recorded} were acknowledged, ` +
-      `but db.json and the journal hold changes only up to ${opts.loaded}, so ${where}. ${NOTHING_CHANGED}\n` +
+      `but db.json and the journal hold changes only up to ${opts.loaded}, so ${where}. ${NOTHING_CHANGED} ` +
       `Put the missing part back (from a backup, or from where it was moved) and start again. ` +
-      `To start without those changes (they are lost), move ${SEQ_FILE} aside and start again:${commands([moveAside(seqFile, '.old')])}`,
+      `To start without those changes (they are lost), move ${SEQ_FILE} aside, then start again.${commands([moveAside(seqFile, '.old')])}`,
   );
 }
 
@@ -124,14 +126,14 @@ export function snapshotsMissing(opts: { storeFile: string; journals: JournalRef
   const files = journals.length === 1 ? `a journal file with its changes is here (${journals[0].file})` : `${journals.length} journal files with its changes are here (from ${journals[0].file} on)`;
   const head =
     `The store's snapshot ${storeFile} and its copy ${storeFile}.bak are both missing, but ${files}. ` +
-    `svc will not start an empty store beside them (it would make a new admin, and its first snapshot would drop them), and has changed no file.\n`;
+    `svc will not start an empty store beside them (it would make a new admin, and its first snapshot would drop them), and has changed no file. `;
   if (journals[0].first === 1) {
     const empty = JSON.stringify({ journal_seq: 0, meta: null, users: [], sessions: [], mcp_instances: [], access_requests: [] });
     return new CorruptStoreError(
       storeFile,
       'missing, and so is its copy',
       undefined,
-      `${head}The journal holds every change since the store was created, so the store can be rebuilt from it with nothing lost: put an empty snapshot in place and start again:` +
+      `${head}The journal holds every change since the store was created, so the store can be rebuilt from it with nothing lost: put an empty snapshot in place, then start again.` +
         commands([`echo '${empty}' > ${shellQuote(storeFile)}`]),
     );
   }

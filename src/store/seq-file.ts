@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { CorruptStoreError, lineDigest, nodeFs, shellQuote, type StoreFs, writeFileDurably } from './durable-file.js';
+import { CorruptStoreError, lineDigest, nodeFs, RUN, shellQuote, type StoreFs, writeFileDurably } from './durable-file.js';
 
 /**
  * `db.seq`: the number of the last acknowledged change, so that a start can tell a journal that
@@ -49,8 +49,7 @@ export async function readSeqFile(dataDir: string, fs: StoreFs = nodeFs): Promis
     undefined,
     `The store's record of its last change ${file} is damaged (it does not check out). svc will not start, and has changed no file. ` +
       `It holds no data, only the number of the last acknowledged change, which lets svc notice a journal file that was removed or cut short. ` +
-      `If no journal file was removed, move it aside and start again (svc writes a new one):\n` +
-      `    mv ${shellQuote(file)} ${shellQuote(`${file}.damaged`)}`,
+      `If no journal file was removed, move it aside, then start again (svc writes a new one).${RUN}mv ${shellQuote(file)} ${shellQuote(`${file}.damaged`)}`,
   );
 }
 
