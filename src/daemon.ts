@@ -52,6 +52,11 @@ export interface DaemonOptions {
    * call close().
    */
   signal?: AbortSignal;
+  /**
+   * Called once the daemon has stopped itself because a saved change could not be applied (the
+   * next start loads it from the journal). By default the process exits with code 1.
+   */
+  onFatal?: (err: Error) => void;
 }
 
 export interface Daemon {
@@ -158,9 +163,10 @@ export class StartupAbortedError extends Error {
 }
 
 /**
- * Starts the daemon: lock the data dir, open the store (refusing a corrupt one), find the master
- * key, listen (answering 503 to everyone), wire the app, create the first admin on an empty store
- * and log the local CLI in; only then serve.
+ * Starts the daemon: lock the data dir, open the store (refusing a corrupt one), listen
+ * (answering 503 to everyone), find the master key, wire the app, create the first admin on an
+ * empty store and log the local CLI in; only then serve. Nothing is written before the store is
+ * read and the port is bound.
  */
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const { config, signal } = opts;
@@ -174,7 +180,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   checkpoint();
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   await chmod(config.dataDir, 0o700);
-  const lock = await lockDataDir(config.dataDir);
+  // Its pid goes into daemon.lock only once the checks below have passed: a refused start changes no file.
+  const lock = await lockDataDir(config.dataDir, { recordPid: false });
   const cleanups: (() => Promise<void>)[] = [lock.release];
   const unwind = async () => {
     for (const fn of cleanups.reverse()) await fn().catch((err) => logger.warn({ err: (err as Error)?.message }, 'shutdown step failed'));
@@ -182,24 +189,19 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   try {
     checkpoint();
+    let stopForFatal: (err: Error) => void = () => undefined; // during the start, the failed write ends the start itself
     const store = await Store.open(config.dataDir, undefined, {
       // The journal still holds everything: a failed snapshot costs start time, never data.
       onCompactionError: (err) => logger.warn({ err: (err as Error)?.message }, 'store snapshot failed; the journal keeps every change'),
+      onWriteError: (err) => logger.error({ file: (err as FileWriteError)?.file, err: (err as Error)?.message }, 'store write failed; changes answer 503 until it can write again'),
+      onWriteRecovered: () => logger.info('store writes succeed again'),
+      onFatal: (err) => {
+        logger.error({ file: store.file, err: String((err.cause as Error)?.stack ?? err.cause) }, 'store: a saved change could not be applied; svc stops, and the next start loads it');
+        stopForFatal(err);
+      },
     });
     cleanups.push(() => store.close());
     const repos = storeRepositories(store);
-    checkpoint();
-    const master = await resolveMasterKey({
-      dataDir: config.dataDir,
-      existingBackend: (await repos.meta.get())?.key_backend ?? null,
-      preference: config.keychain,
-      keychain: opts.keychain ?? osKeychain,
-    });
-    if (master.notice) await notify(`svc: ${master.notice}`);
-    checkpoint();
-    const box = new SecretBox(master.key);
-    const meta = await initMeta(repos, box, master.backend, clock);
-    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', meta.session_keys)) as string[];
     checkpoint();
 
     // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
@@ -265,15 +267,34 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
           for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
         }),
     );
-    const forCli = await listenForCli(server, config.dataDir);
-    // closed before the server's own close, which then waits for its connections as for any other
-    cleanups.push(forCli.close);
     checkpoint();
     const port = (server.address() as AddressInfo).port;
     const url = urlFor(config.host, port);
     const baseUrl = config.baseUrl ?? url;
 
-    // Written as soon as the port is open, so a CLI that finds the port finds the daemon (and
+    // Only now, with the store read and the port bound, may the start write. For a store that
+    // exists, everything up to recordPid() only reads, so a start refused for a key that does not
+    // open the store, or a port in use, leaves every file as it found it.
+    const master = await resolveMasterKey({
+      dataDir: config.dataDir,
+      existingBackend: (await repos.meta.get())?.key_backend ?? null,
+      preference: config.keychain,
+      keychain: opts.keychain ?? osKeychain,
+    });
+    if (master.notice) await notify(`svc: ${master.notice}`);
+    checkpoint();
+    const box = new SecretBox(master.key);
+    const meta = await initMeta(repos, box, master.backend, clock);
+    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', meta.session_keys)) as string[];
+    await lock.recordPid();
+    checkpoint();
+    // The CLI's socket is a file in the data dir too, so it comes once the start may write.
+    const forCli = await listenForCli(server, config.dataDir);
+    // closed before the server's own close, which then waits for its connections as for any other
+    cleanups.push(forCli.close);
+    checkpoint();
+
+    // Written as soon as the port is open and the key checked, so a CLI that finds the port finds the daemon (and
     // waits out the 503s); removed at shutdown, or by the unwind of a start that does not finish.
     const infoFile = path.join(config.dataDir, DAEMON_FILE);
     const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString(), instance: instanceId, socket: forCli.path };
@@ -328,7 +349,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 
     let closing: Promise<void> | null = null;
-    return {
+    const daemon: Daemon = {
       url,
       baseUrl,
       port,
@@ -339,6 +360,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       initialAdminPassword,
       close: () => (closing ??= unwind().then(() => logger.info('svc stopped'))),
     };
+    const onFatal = opts.onFatal ?? (() => process.exit(1));
+    stopForFatal = (err) => void daemon.close().finally(() => onFatal(err));
+    return daemon;
   } catch (err) {
     await unwind();
     throw err;

@@ -139,6 +139,12 @@ describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'r
   });
 
   const rows = async () => (await storedOnDisk(dataDir)).access_requests.length as number;
+  /** The log lines that say a store write failed, parsed, from `from` on. */
+  const writeFailures = (from = 0) =>
+    d.logs
+      .slice(from)
+      .map((l) => JSON.parse(l) as { level: number; msg: string; file?: string; err?: string })
+      .filter((l) => l.msg.startsWith('store write failed'));
   /**
    * Fills the disk to the last byte. The journal's last block may still have room for a few
    * small changes (they are durable, so they are acknowledged): writes until the first refusal.
@@ -164,7 +170,15 @@ describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'r
     const ok = await app.post('/svc/v1/apps/request-access', createBody());
     expect(ok.status).toBe(201);
     const filler = path.join(mountDir, 'filler');
+    const logged = d.logs.length;
     const { refused, acknowledged } = await fillDisk(filler);
+    // the log names the file and the cause, once for the episode (the 503 says only "could not be saved")
+    const [failure, ...more] = writeFailures(logged);
+    expect(failure, 'no log line for the failed write').toBeDefined();
+    expect(failure.level).toBe(50);
+    expect(failure.file).toMatch(new RegExp(`^${dataDir}/db\\.journal\\.\\d+$`));
+    expect(failure.err).toBe(`Cannot write ${failure.file}: the disk is full (ENOSPC)`);
+    expect(more).toEqual([]);
     const before = await rows();
     expect(acknowledged.length).toBeLessThan(200);
     expect(refused.status).toBe(503);
@@ -213,9 +227,11 @@ describe.skipIf(!needs(Boolean(canMount), 'faults (full and read-only disk)', 'r
     execFileSync('mount', ['-o', 'remount,ro', mountDir]);
     try {
       const app = new Api(d.url);
+      const logged = d.logs.length;
       const refused = await app.post('/svc/v1/apps/request-access', createBody());
       expect(refused.status).toBe(503);
       expect(refused.body.error.code).toBe('store_unavailable');
+      expect(writeFailures(logged).map((l) => l.err)).toEqual([expect.stringMatching(new RegExp(`^Cannot write ${dataDir}/db\\.journal\\.\\d+: the file system is read-only \\(EROFS\\)$`))]);
       const list = await admin.get('/svc/v1/access-requests');
       expect(list.status).toBe(200);
     } finally {

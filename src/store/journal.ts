@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
-import { type FileHandle, link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { CorruptStoreError, FileWriteError, fsyncDir } from './durable-file.js';
+import { FileWriteError, fsyncDir, lineDigest, nodeFs, type StoreFs } from './durable-file.js';
+import { damagedLine, type JournalRef, lostEnd, missingChanges, outOfOrder, snapshotsMissing } from './recovery.js';
+import { bumpSeqFile, readSeqFile, writeSeqFileDurably } from './seq-file.js';
 import { readSnapshot, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
 import { COLLECTION_KEYS, type Op } from './tables.js';
 
@@ -22,34 +23,52 @@ export interface StoreBackend {
   append(seq: number, ops: Op[], current: () => StoreContents): Promise<void>;
   /** After a group is applied: may start a snapshot in the background. */
   afterAppend(current: () => StoreContents): Promise<void>;
-  /** Once every write is done: a last snapshot when the journal holds anything. */
-  close(current: () => StoreContents): Promise<void>;
+  /** Once every write is done: a last snapshot, when this process wrote anything; none when `current` is null. */
+  close(current: (() => StoreContents) | null): Promise<void>;
 }
 
-const digest = (text: string) => createHash('sha256').update(text).digest('base64url').slice(0, 16);
+/** link() refusals that mean "this file system has no hard links here", not a failing disk */
+const NO_HARD_LINKS = new Set(['EPERM', 'EXDEV', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EMLINK']);
+
+/** One line of a journal file, as read back. */
+interface JournalLine {
+  /** 1-based */
+  n: number;
+  /** where it starts and ends (after its newline), in bytes */
+  offset: number;
+  end: number;
+  /** null: the line does not check out */
+  entry: [number, Op[]] | null;
+}
 
 /**
  * The store on disk: `db.json`, a snapshot in lowdb's JSON shape that names the last change it
- * holds (`journal_seq`), and `db.journal.<n>` files, each change group appended as one checksummed
- * line and fsynced before the write is acknowledged. A write costs the size of its change.
+ * holds (`journal_seq`) and carries a checksum, and `db.journal.<n>` files, each change group
+ * appended as one checksummed line and fdatasynced before the write is acknowledged. A write
+ * costs the size of its change. `db.seq` records the last acknowledged change (seq-file.ts).
  *
  * Once the journal outgrows half the snapshot (at least `compactBytes`), appends move to a new
  * journal file and the snapshot is rewritten in the background, a few hundred records at a
  * time, so no write waits for it and the event loop is never held long. The rewrite is a temp
- * file, fsync, the old snapshot kept as `db.json.bak` (a hard link), rename, fsync of the
- * directory. Journal files are deleted only once `db.json.bak` holds all they carry, so the last
- * good copy plus the journal is always the whole store.
+ * file, fsync, the old snapshot kept as `db.json.bak` (a hard link, or a copy where the file
+ * system has none), rename, fsync of the directory. Journal files are deleted only once
+ * `db.json.bak` holds all they carry, so the last good copy plus the journal is always the whole
+ * store.
  *
- * At start the snapshot is read and every later journal line replayed in order. A torn last line
- * (a crash mid-append, never acknowledged) is ignored; anything else that does not check out,
- * or a gap in the sequence, refuses the store with its file untouched.
+ * At start the snapshot is read and every later journal line replayed in order. Only a last
+ * piece without its newline is a torn append (a crash in the middle of it; never acknowledged),
+ * and ignored. A line that ends in its newline and does not check out is damage, and so is a gap
+ * in the changes or a store that ends before the change db.seq records: the start is refused,
+ * naming the file and the way out that loses least, with every file as it was. Loading writes
+ * nothing; a process that writes nothing leaves every file as it found it.
  */
 export class JournalFiles implements StoreBackend {
   readonly file: string;
   private readonly backupFile: string;
   private readonly tmpFile: string;
+  private readonly fs: StoreFs;
   /** journal files by the first sequence number each may hold */
-  private journals: { first: number; file: string }[] = [];
+  private journals: JournalRef[] = [];
   /** the journal file being appended to; opened for each append, so nothing holds the disk open between writes */
   private handleFile = '';
   private length = 0;
@@ -59,96 +78,122 @@ export class JournalFiles implements StoreBackend {
   private snapshotBytes = 0;
   private snapshotExists = false;
   private refused = false;
+  /** whether this process appended anything: only then does close() write a snapshot */
+  private wrote = false;
   private compaction: Promise<void> | null = null;
   /** why the last background snapshot failed, until one succeeds */
   lastCompactionError: unknown = null;
 
   constructor(
     private readonly dataDir: string,
-    private readonly opts: { compactBytes?: number; onCompactionError?: (err: unknown) => void } = {},
+    private readonly opts: { compactBytes?: number; onCompactionError?: (err: unknown) => void; fs?: StoreFs } = {},
   ) {
     this.file = path.join(dataDir, STORE_FILE);
     this.backupFile = `${this.file}.bak`;
     this.tmpFile = `${this.file}.tmp`;
+    this.fs = opts.fs ?? nodeFs;
   }
 
   async load(): Promise<StoreContents> {
-    let loaded: StoreContents | null;
     try {
-      loaded = await readSnapshot(this.file);
+      // db.seq first: a reader beside a running daemon (tests, tools) then never sees it ahead of the journal.
+      const recorded = await readSeqFile(this.dataDir, this.fs);
+      this.journals = await this.listJournals();
+      const contents = await this.loadSnapshot();
+      await this.replay(contents, recorded);
+      if (recorded !== null && recorded > contents.seq) {
+        throw lostEnd({ recorded, loaded: contents.seq, last: this.journals.at(-1), dataDir: this.dataDir });
+      }
+      return contents;
     } catch (err) {
       this.refused = true;
       throw err;
     }
-    const contents: StoreContents = loaded ?? { seq: 0, collections: new Map(), docs: new Map() };
-    if (loaded) {
-      this.snapshotExists = true;
-      this.snapshotBytes = (await stat(this.file)).size;
-    }
-    this.snapshotSeq = contents.seq;
-    await this.replay(contents);
-    return contents;
   }
 
-  private async replay(contents: StoreContents): Promise<void> {
-    const names = await readdir(this.dataDir).catch((err: NodeJS.ErrnoException) => {
+  private async listJournals(): Promise<JournalRef[]> {
+    const names = await this.fs.readdir(this.dataDir).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'ENOENT') return [] as string[];
       throw err;
     });
-    this.journals = names
+    return names
       .filter((n) => n.startsWith(JOURNAL_PREFIX) && /^\d+$/.test(n.slice(JOURNAL_PREFIX.length)))
       .map((n) => ({ first: Number(n.slice(JOURNAL_PREFIX.length)), file: path.join(this.dataDir, n) }))
       .sort((a, b) => a.first - b.first);
-    const refuse = (file: string, reason: string) => {
-      this.refused = true;
-      return new CorruptStoreError(
-        file,
-        reason,
-        undefined,
-        `The store's journal ${file} cannot be read (${reason}). svc will not start and has not touched it. ` +
-          `Starting without it loses the changes it holds: to do so anyway, move it and every later ${JOURNAL_PREFIX}* file out of ${this.dataDir}.`,
-      );
-    };
-    // Journal files go only once the backup holds them, so the first one left starts at or before the snapshot's next change.
-    const firstFile = this.journals[0];
-    if (firstFile && firstFile.first > contents.seq + 1) {
-      throw refuse(firstFile.file, `the journal lacks changes ${contents.seq + 1} to ${firstFile.first - 1}`);
+  }
+
+  private async loadSnapshot(): Promise<StoreContents> {
+    const loaded = await readSnapshot(this.file, this.fs);
+    if (!loaded) {
+      // Journal files are acknowledged changes: never an empty store beside them.
+      if (this.journals.length > 0) throw snapshotsMissing({ storeFile: this.file, journals: this.journals });
+      return { seq: 0, collections: new Map(), docs: new Map() };
     }
-    for (const journal of this.journals) {
-      const text = await readFile(journal.file, 'utf8');
-      const lines = text.split('\n');
-      // the piece after the last newline: empty, or a torn append that was never acknowledged
-      // (A torn line ends its file: appends after a crash go to a new file, whose first change must follow on.)
-      const torn = lines.pop();
-      for (const [n, line] of lines.entries()) {
-        const tab = line.lastIndexOf('\t');
-        const json = tab < 0 ? '' : line.slice(0, tab);
-        let entry: [number, Op[]] | null = null;
-        if (tab >= 0 && digest(json) === line.slice(tab + 1)) {
-          try {
-            entry = JSON.parse(json) as [number, Op[]];
-          } catch {
-            entry = null;
-          }
+    this.snapshotExists = true;
+    this.snapshotBytes = (await this.fs.stat(this.file)).size;
+    this.snapshotSeq = loaded.seq;
+    return loaded;
+  }
+
+  private async replay(contents: StoreContents, recorded: number | null): Promise<void> {
+    for (const [i, journal] of this.journals.entries()) {
+      const next = this.journals[i + 1];
+      if (journal.first > contents.seq + 1) {
+        throw missingChanges({
+          from: contents.seq + 1,
+          to: journal.first - 1,
+          next: journal,
+          later: this.journals.slice(i + 1),
+          snapshotSeq: this.snapshotSeq,
+          lastKnown: await this.lastKnown(i, recorded),
+          recorded,
+          dataDir: this.dataDir,
+          storeFile: this.file,
+        });
+      }
+      const lines = splitLines(await this.fs.readFile(journal.file));
+      let previous = journal.first - 1;
+      for (const line of lines) {
+        // A later file that starts at this change supersedes the rest of this one: it was started
+        // (by a later start, or by the writer after an append it could not cut off) when these
+        // lines were torn or unwritten, so none of them was ever acknowledged.
+        if (next && previous + 1 >= next.first) break;
+        if (!line.entry) {
+          throw damagedLine({
+            journal,
+            line: line.n,
+            offset: line.offset,
+            seq: previous + 1,
+            snapshotSeq: this.snapshotSeq,
+            fileLast: Math.max(previous + 1, lastSeqOf(lines), next ? next.first - 1 : 0),
+            later: this.journals.slice(i + 1),
+            lastKnown: await this.lastKnown(i, recorded, lines),
+            recorded,
+            dataDir: this.dataDir,
+          });
         }
-        if (!entry || !Number.isInteger(entry[0]) || !Array.isArray(entry[1])) {
-          // A last line written in part (its newline reached the disk, not all its bytes) is a torn append too.
-          if (n === lines.length - 1 && !torn) break;
-          throw refuse(journal.file, `journal line ${n + 1} does not check out`);
-        }
-        const [seq, ops] = entry;
+        const [seq, ops] = line.entry;
+        // Within a file, changes follow on one by one from the one it is named for.
+        if (seq !== previous + 1) throw outOfOrder({ journal, line: line.n, seq, expected: previous + 1 });
+        previous = seq;
         if (seq <= this.snapshotSeq) continue;
-        if (seq !== contents.seq + 1) {
-          throw refuse(
-            journal.file,
-            seq > contents.seq + 1 ? `the journal lacks changes ${contents.seq + 1} to ${seq - 1}` : `change ${seq} appears twice`,
-          );
-        }
+        if (seq !== contents.seq + 1) throw outOfOrder({ journal, line: line.n, seq, expected: contents.seq + 1 });
         applyOps(contents, ops);
         contents.seq = seq;
-        this.journalBytes += Buffer.byteLength(line) + 1;
+        this.journalBytes += line.end - line.offset;
       }
     }
+  }
+
+  /** The last change anything shows was made, from journal file `from` on (for what a way out loses). */
+  private async lastKnown(from: number, recorded: number | null, linesOfFrom?: JournalLine[]): Promise<number> {
+    let last = recorded ?? 0;
+    for (const [i, journal] of this.journals.entries()) {
+      if (i < from) continue;
+      const lines = i === from && linesOfFrom ? linesOfFrom : splitLines(await this.fs.readFile(journal.file).catch(() => Buffer.alloc(0)));
+      last = Math.max(last, lastSeqOf(lines));
+    }
+    return last;
   }
 
   async append(seq: number, ops: Op[], current: () => StoreContents): Promise<void> {
@@ -159,34 +204,51 @@ export class JournalFiles implements StoreBackend {
       await this.openJournal(seq);
     }
     const json = JSON.stringify([seq, ops]);
-    const line = Buffer.from(`${json}\t${digest(json)}\n`);
+    const line = Buffer.from(`${json}\t${lineDigest(json)}\n`);
+    this.wrote = true;
+    const file = this.handleFile;
     let handle: FileHandle | undefined;
     try {
-      handle = await open(this.handleFile, 'r+');
+      handle = await this.fs.open(file, 'r+');
       await writeAll(handle, line, this.length);
       await handle.datasync();
     } catch (err) {
-      // Nothing after the last good line may stay, or a failed (refused) write could come back at the next start.
-      await handle?.truncate(this.length).catch(() => undefined);
-      throw new FileWriteError(this.handleFile, err);
+      if (handle) await this.cutFailedAppend(handle);
+      throw new FileWriteError(file, err);
     } finally {
       await handle?.close().catch(() => undefined);
     }
     this.length += line.length;
     this.journalBytes += line.length;
+    await bumpSeqFile(this.dataDir, seq, this.fs);
+  }
+
+  /**
+   * Nothing after the last good line may stay, or a failed (refused) write could come back at the
+   * next start. Where it cannot be cut off (a read-only file system), the next append goes to a
+   * new file named for the same change, which tells a later start that this line was never made.
+   */
+  private async cutFailedAppend(handle: FileHandle): Promise<void> {
+    const cut = await handle.truncate(this.length).then(
+      () => true,
+      () => false,
+    );
+    if (!cut) this.handleFile = '';
   }
 
   private async openJournal(first: number): Promise<void> {
     const file = path.join(this.dataDir, `${JOURNAL_PREFIX}${first}`);
     try {
-      await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
+      await this.fs.mkdir(this.dataDir, { recursive: true, mode: 0o700 });
       // No entry in a file of this name can be kept: it could hold only changes from `first` on, none of them durable.
-      const handle = await open(file, 'w', 0o600);
+      const handle = await this.fs.open(file, 'w', 0o600);
       await handle.close();
-      await fsyncDir(this.dataDir);
+      await fsyncDir(this.dataDir, this.fs);
     } catch (err) {
       throw new FileWriteError(file, err);
     }
+    // Durably, with the new file: a start after this one can tell the file was made, even if it is removed.
+    await writeSeqFileDurably(this.dataDir, first - 1, this.fs);
     this.handleFile = file;
     this.length = 0;
     this.journals = [...this.journals.filter((j) => j.first !== first), { first, file }].sort((a, b) => a.first - b.first);
@@ -218,20 +280,24 @@ export class JournalFiles implements StoreBackend {
     this.opts.onCompactionError?.(err);
   }
 
-  async close(current: () => StoreContents): Promise<void> {
+  async close(current: (() => StoreContents) | null): Promise<void> {
     while (this.compaction) await this.compaction;
-    if (this.journalBytes > 0 && !this.refused) {
+    // A process that wrote nothing (a refused start, a read-only tool) leaves every file as it was.
+    if (!this.wrote || this.refused || !current) return;
+    const contents = current();
+    if (this.journalBytes > 0) {
       this.journalBytes = 0;
-      await this.writeSnapshot(current()).catch((err) => this.noteCompactionError(err));
+      await this.writeSnapshot(contents).catch((err) => this.noteCompactionError(err));
     }
+    await writeSeqFileDurably(this.dataDir, contents.seq, this.fs).catch((err) => this.noteCompactionError(err));
   }
 
   /** Writes `contents` as the new db.json, keeping the old one as db.json.bak, then drops journals the backup no longer needs. */
   private async writeSnapshot(contents: StoreContents): Promise<void> {
     let bytes = 0;
     try {
-      await mkdir(this.dataDir, { recursive: true, mode: 0o700 });
-      const handle = await open(this.tmpFile, 'w', 0o600);
+      await this.fs.mkdir(this.dataDir, { recursive: true, mode: 0o700 });
+      const handle = await this.fs.open(this.tmpFile, 'w', 0o600);
       try {
         bytes = await writeSnapshot(handle, contents, (h, buf) => writeAll(h, buf, null));
         await handle.sync();
@@ -239,19 +305,14 @@ export class JournalFiles implements StoreBackend {
         await handle.close();
       }
     } catch (err) {
-      await unlink(this.tmpFile).catch(() => undefined);
+      await this.fs.unlink(this.tmpFile).catch(() => undefined);
       throw new FileWriteError(this.file, err);
     }
     const backupSeq = this.snapshotExists ? this.snapshotSeq : null;
     try {
-      if (this.snapshotExists) {
-        await unlink(this.backupFile).catch((err: NodeJS.ErrnoException) => {
-          if (err.code !== 'ENOENT') throw err;
-        });
-        await link(this.file, this.backupFile);
-      }
-      await rename(this.tmpFile, this.file);
-      await fsyncDir(this.dataDir);
+      if (this.snapshotExists) await this.keepBackup();
+      await this.fs.rename(this.tmpFile, this.file);
+      await fsyncDir(this.dataDir, this.fs);
     } catch (err) {
       throw new FileWriteError(this.file, err);
     }
@@ -262,18 +323,69 @@ export class JournalFiles implements StoreBackend {
     if (backupSeq !== null) await this.dropJournalsUpTo(backupSeq);
   }
 
+  /**
+   * db.json becomes db.json.bak in one rename, so there is never a moment without a backup: a
+   * hard link to it under a temporary name, or, where the file system has no hard links (some
+   * network, FUSE and Windows-shared file systems), a copy made durable first.
+   */
+  private async keepBackup(): Promise<void> {
+    const tmp = `${this.backupFile}.tmp`;
+    await this.fs.unlink(tmp).catch(() => undefined);
+    try {
+      await this.fs.link(this.file, tmp);
+    } catch (err) {
+      if (!NO_HARD_LINKS.has((err as NodeJS.ErrnoException).code ?? '')) throw err;
+      await this.fs.copyFile(this.file, tmp);
+      const handle = await this.fs.open(tmp, 'r+');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    }
+    await this.fs.rename(tmp, this.backupFile);
+  }
+
   /** Deletes the journal files whose every change is in the backup (never the one being appended to). */
   private async dropJournalsUpTo(seq: number): Promise<void> {
-    const keep: typeof this.journals = [];
+    const keep: JournalRef[] = [];
     for (const [i, j] of this.journals.entries()) {
       const next = this.journals[i + 1];
       if (next && next.first - 1 <= seq && j.file !== this.handleFile) {
-        await unlink(j.file).catch(() => undefined);
+        await this.fs.unlink(j.file).catch(() => undefined);
       } else keep.push(j);
     }
     this.journals = keep;
   }
 }
+
+/** A journal file's complete lines (each ending in its newline); a last piece without one is a torn append, left out. */
+function splitLines(buf: Buffer): JournalLine[] {
+  const lines: JournalLine[] = [];
+  let offset = 0;
+  while (offset < buf.length) {
+    const newline = buf.indexOf(10, offset);
+    if (newline < 0) break;
+    lines.push({ n: lines.length + 1, offset, end: newline + 1, entry: parseLine(buf.toString('utf8', offset, newline)) });
+    offset = newline + 1;
+  }
+  return lines;
+}
+
+function parseLine(line: string): [number, Op[]] | null {
+  const tab = line.lastIndexOf('\t');
+  if (tab < 0) return null;
+  const json = line.slice(0, tab);
+  if (lineDigest(json) !== line.slice(tab + 1)) return null;
+  try {
+    const entry = JSON.parse(json) as [number, Op[]];
+    return Array.isArray(entry) && Number.isInteger(entry[0]) && Array.isArray(entry[1]) ? entry : null;
+  } catch {
+    return null;
+  }
+}
+
+const lastSeqOf = (lines: JournalLine[]) => lines.reduce((max, l) => (l.entry ? Math.max(max, l.entry[0]) : max), 0);
 
 function applyOps(contents: StoreContents, ops: Op[]): void {
   for (const op of ops) {

@@ -1,14 +1,22 @@
-import { createReadStream } from 'node:fs';
-import { type FileHandle, open } from 'node:fs/promises';
+import { createHash, type Hash } from 'node:crypto';
+import type { FileHandle } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { CorruptStoreError, readJsonFileOrRefuse, snapshotBackup } from './durable-file.js';
+import { CorruptStoreError, nodeFs, readJsonFileOrRefuse, snapshotBackup, type StoreFs } from './durable-file.js';
 import { recordProblem, requiredCollections, validateDb } from './schema.js';
 import { type CollectionName, COLLECTION_KEYS, isCollection } from './tables.js';
 
 /** the snapshot's own field: the last journal entry it holds */
 export const SEQ_FIELD = 'journal_seq';
+/**
+ * The snapshot's checksum: the SHA-256 (base64url) of every byte before its own line. It is the
+ * last field, so it is computed while the records stream out and checked while they stream in.
+ */
+export const CHECK_FIELD = 'snapshot_sha256';
+const CHECK_PREFIX = `,"${CHECK_FIELD}":`;
+/** why a snapshot whose bytes no longer match its checksum is refused */
+const CHECK_MISMATCH = 'its checksum does not match: a byte of it changed after it was written';
 
 export interface StoreContents {
   /** the sequence number of the last change held */
@@ -28,11 +36,16 @@ export interface StoreContents {
  *   ,"mcp_tools":{
  *   "<key>":{...}
  *   }
+ *   ,"snapshot_sha256":"<SHA-256 of every line above>"
  *   }
  *
  * so it can be written a few hundred records at a time and read back a record at a time: a
- * large store is never in memory twice, as text and as objects. Any other JSON of the right
- * shape (an older svc's file, one edited by hand) is read whole.
+ * large store is never in memory twice, as text and as objects. The checksum makes a byte
+ * changed inside a value (which still parses) a refused store rather than data. Any other JSON of
+ * the right shape is read whole; it is checked too when it still has svc's checksum line.
+ *
+ * Upgrade: a snapshot an older svc wrote has no checksum field, and is loaded as before (there is
+ * nothing to check it against); the first snapshot this version writes carries one.
  */
 
 /** Streams `contents` as that document, yielding to the event loop between chunks. Answers the bytes written. */
@@ -49,8 +62,10 @@ export async function writeSnapshot(handle: FileHandle, contents: StoreContents,
     await write(handle, buf);
     written += buf.length;
   };
+  const hash = createHash('sha256');
   const push = (text: string) => {
     parts.push(text);
+    hash.update(text);
     size += text.length;
     return size >= CHUNK;
   };
@@ -68,7 +83,7 @@ export async function writeSnapshot(handle: FileHandle, contents: StoreContents,
     }
     push(`${asObject ? '}' : ']'}\n`);
   }
-  push('}\n');
+  parts.push(`${CHECK_PREFIX}${JSON.stringify(hash.digest('base64url'))}\n}\n`);
   await flush();
   return written;
 }
@@ -78,24 +93,42 @@ export async function writeSnapshot(handle: FileHandle, contents: StoreContents,
  * (CorruptStoreError, nothing touched) a file that does not parse or check out, and a missing
  * one beside its backup.
  */
-export async function readSnapshot(file: string): Promise<StoreContents | null> {
-  const streamed = await readLineByLine(file);
+export async function readSnapshot(file: string, fs: StoreFs = nodeFs): Promise<StoreContents | null> {
+  const streamed = await readLineByLine(file, fs);
   if (streamed !== 'not-line-shaped') return streamed;
-  const loaded = await readJsonFileOrRefuse(file, validateDb);
+  const loaded = await readJsonFileOrRefuse(file, checkWholeSnapshot, fs);
   if (!loaded) return null;
   const contents: StoreContents = { seq: 0, collections: new Map(), docs: new Map() };
   const intern = stringInterner();
   for (const [name, value] of Object.entries(loaded)) {
     if (name === SEQ_FIELD) contents.seq = typeof value === 'number' ? value : 0;
+    else if (name === CHECK_FIELD) continue;
     else if (isCollection(name)) contents.collections.set(name, recordsOf(name, value, intern));
     else contents.docs.set(name, value);
   }
   return contents;
 }
 
+/**
+ * A snapshot read whole (not in the shape writeSnapshot streams, e.g. its first line was
+ * damaged): of svc's shape, and matching its checksum where the checksum still sits on its own
+ * line as svc wrote it. A document a tool rewrote whole (JSON.parse, edit, JSON.stringify: one
+ * line, or pretty-printed) keeps the field but none of svc's bytes, so there is nothing to check
+ * it against: it is read as one written by hand. A byte changed in svc's file keeps its lines.
+ */
+function checkWholeSnapshot(value: unknown, text: string): ReturnType<typeof validateDb> {
+  const checked = validateDb(value);
+  if (!checked.ok) return { ok: false, reason: `unexpected content: ${checked.reason}` };
+  const expected = (value as Record<string, unknown>)[CHECK_FIELD];
+  const at = text.lastIndexOf(`\n${CHECK_PREFIX}`);
+  if (expected === undefined || at < 0) return checked;
+  const actual = createHash('sha256').update(text.slice(0, at + 1)).digest('base64url');
+  return actual === expected ? checked : { ok: false, reason: CHECK_MISMATCH };
+}
+
 /** Whether the file starts the way writeSnapshot writes: its header line ends within the first 256 KiB. */
-async function lineShaped(file: string): Promise<boolean> {
-  const handle = await open(file, 'r').catch(() => null);
+async function lineShaped(file: string, fs: StoreFs): Promise<boolean> {
+  const handle = await fs.open(file, 'r').catch(() => null);
   if (!handle) return true; // let the reader report what is wrong
   try {
     const head = Buffer.alloc(256 * 1024);
@@ -107,93 +140,136 @@ async function lineShaped(file: string): Promise<boolean> {
   }
 }
 
-async function readLineByLine(file: string): Promise<StoreContents | null | 'not-line-shaped'> {
-  if (!(await lineShaped(file))) return 'not-line-shaped';
-  const stream = createReadStream(file, { encoding: 'utf8', highWaterMark: 1024 * 1024 });
-  const opened = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
-    stream.once('open', () => resolve(null));
-    stream.once('error', (err) => resolve(err));
-  });
-  if (opened) {
-    stream.destroy();
-    if (opened.code === 'ENOENT') return readJsonFileOrRefuse(file, validateDb).then(() => null);
-    throw opened;
+async function readLineByLine(file: string, fs: StoreFs): Promise<StoreContents | null | 'not-line-shaped'> {
+  if (!(await lineShaped(file, fs))) return 'not-line-shaped';
+  let handle: FileHandle;
+  try {
+    handle = await fs.open(file, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return readJsonFileOrRefuse(file, checkWholeSnapshot, fs).then(() => null);
+    throw err;
   }
+  const stream = handle.createReadStream({ encoding: 'utf8', highWaterMark: 1024 * 1024 });
   const lines = createInterface({ input: stream, crlfDelay: Infinity });
-  const refuse = async (reason: string) => new CorruptStoreError(file, reason, await snapshotBackup(file));
-  const intern = stringInterner();
-  const contents: StoreContents = { seq: 0, collections: new Map(), docs: new Map() };
-  let collection: { name: CollectionName | string; asObject: boolean; records: Map<string, unknown> } | null = null;
-  let lineNo = 0;
-  let ended = false;
+  const reader = new SnapshotLines(async (reason) => new CorruptStoreError(file, reason, await snapshotBackup(file, fs)));
   try {
     for await (const line of lines) {
-      lineNo++;
-      if (lineNo === 1) {
-        if (!line.startsWith(`{"${SEQ_FIELD}":`)) return 'not-line-shaped';
-        let header: Record<string, unknown>;
-        try {
-          header = JSON.parse(`${line}}`) as Record<string, unknown>;
-        } catch {
-          return 'not-line-shaped';
-        }
-        for (const [name, value] of Object.entries(header)) {
-          if (name === SEQ_FIELD) contents.seq = typeof value === 'number' ? value : 0;
-          else contents.docs.set(name, value);
-        }
-        const meta = contents.docs.get('meta') as { schema?: unknown } | null | undefined;
-        if (meta === undefined || (meta !== null && (typeof meta !== 'object' || meta.schema !== 1))) throw await refuse('unexpected content: meta: not a meta record');
-        continue;
-      }
-      if (ended) {
-        if (line.trim() === '') continue;
-        throw await refuse(`not valid JSON: content after the end, line ${lineNo}`);
-      }
-      if (!collection) {
-        if (line === '}') {
-          ended = true;
-          continue;
-        }
-        const open = /^,("(?:[^"\\]|\\.)*"):([[{])$/.exec(line);
-        if (!open) throw await refuse(`not valid JSON: line ${lineNo} is not a collection`);
-        const name = JSON.parse(open[1]) as string;
-        collection = { name, asObject: open[2] === '{', records: new Map() };
-        continue;
-      }
-      if (line === (collection.asObject ? '}' : ']')) {
-        const { name, records } = collection;
-        if (isCollection(name)) contents.collections.set(name, records);
-        else contents.docs.set(name, collection.asObject ? Object.fromEntries(records) : [...records.values()]);
-        collection = null;
-        continue;
-      }
-      const text = line.startsWith(',') && collection.records.size > 0 ? line.slice(1) : line;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(collection.asObject ? `{${text}}` : text);
-      } catch (err) {
-        throw await refuse(`not valid JSON: line ${lineNo}: ${(err as Error).message}`);
-      }
-      if (collection.asObject) {
-        const [[key, value]] = Object.entries(parsed as Record<string, unknown>);
-        collection.records.set(key, value);
-        continue;
-      }
-      const problem = recordProblem(collection.name, parsed);
-      if (problem) throw await refuse(`unexpected content: ${collection.name}.${collection.records.size}: ${problem}`);
-      const keyOf = isCollection(collection.name) ? (COLLECTION_KEYS[collection.name] as ((r: unknown) => string) | null) : null;
-      collection.records.set(keyOf ? keyOf(parsed) : String(collection.records.size), intern(parsed, ''));
-      // A large store's load leaves its garbage (lines, parse temporaries) behind each record kept;
-      // collected as it goes, it never becomes the daemon's high-water mark for the rest of its life.
-      if (collection.records.size % 10_000 === 0) collectGarbage();
+      if ((await reader.take(line)) === 'not-line-shaped') return 'not-line-shaped';
     }
   } finally {
     lines.close();
     stream.destroy();
+    await handle.close().catch(() => undefined);
   }
-  if (!ended) throw await refuse('not valid JSON: the file ends early (cut off)');
-  for (const name of requiredCollections) if (!contents.collections.has(name)) throw await refuse(`unexpected content: ${name}: missing`);
-  return contents;
+  return reader.finish();
+}
+
+/** Takes db.json a line at a time, as writeSnapshot writes it, checking each line and the checksum. */
+class SnapshotLines {
+  private readonly intern = stringInterner();
+  private readonly contents: StoreContents = { seq: 0, collections: new Map(), docs: new Map() };
+  private readonly hash: Hash = createHash('sha256');
+  private collection: { name: CollectionName | string; asObject: boolean; records: Map<string, unknown> } | null = null;
+  private lineNo = 0;
+  private ended = false;
+  /** the checksum line was there and matched; false for a snapshot an older svc wrote */
+  private checked = false;
+
+  constructor(private readonly refuse: (reason: string) => Promise<CorruptStoreError>) {}
+
+  async take(line: string): Promise<'not-line-shaped' | void> {
+    this.lineNo++;
+    if (this.lineNo === 1) return this.header(line);
+    if (this.ended) {
+      if (line.trim() === '') return;
+      throw await this.refuse(`not valid JSON: content after the end, line ${this.lineNo}`);
+    }
+    if (!this.collection && line.startsWith(CHECK_PREFIX)) return this.checksum(line);
+    if (this.checked) {
+      // only the closing brace follows the checksum
+      if (line !== '}') throw await this.refuse(`not valid JSON: line ${this.lineNo} follows the checksum`);
+      this.ended = true;
+      return;
+    }
+    this.hash.update(`${line}\n`);
+    if (!this.collection) return this.topLevel(line);
+    return this.record(line, this.collection);
+  }
+
+  private async header(line: string): Promise<'not-line-shaped' | void> {
+    if (!line.startsWith(`{"${SEQ_FIELD}":`)) return 'not-line-shaped';
+    let header: Record<string, unknown>;
+    try {
+      header = JSON.parse(`${line}}`) as Record<string, unknown>;
+    } catch {
+      return 'not-line-shaped';
+    }
+    this.hash.update(`${line}\n`);
+    for (const [name, value] of Object.entries(header)) {
+      if (name === SEQ_FIELD) this.contents.seq = typeof value === 'number' ? value : 0;
+      else this.contents.docs.set(name, value);
+    }
+    const meta = this.contents.docs.get('meta') as { schema?: unknown } | null | undefined;
+    if (meta === undefined || (meta !== null && (typeof meta !== 'object' || meta.schema !== 1))) throw await this.refuse('unexpected content: meta: not a meta record');
+  }
+
+  private async checksum(line: string): Promise<void> {
+    if (this.checked) throw await this.refuse(`not valid JSON: a second checksum, line ${this.lineNo}`);
+    let expected: unknown;
+    try {
+      expected = JSON.parse(line.slice(CHECK_PREFIX.length));
+    } catch {
+      expected = null;
+    }
+    if (expected !== this.hash.digest('base64url')) throw await this.refuse(CHECK_MISMATCH);
+    this.checked = true;
+  }
+
+  private async topLevel(line: string): Promise<void> {
+    if (line === '}') {
+      this.ended = true;
+      return;
+    }
+    const open = /^,("(?:[^"\\]|\\.)*"):([[{])$/.exec(line);
+    if (!open) throw await this.refuse(`not valid JSON: line ${this.lineNo} is not a collection`);
+    const name = JSON.parse(open[1]) as string;
+    this.collection = { name, asObject: open[2] === '{', records: new Map() };
+  }
+
+  private async record(line: string, collection: NonNullable<SnapshotLines['collection']>): Promise<void> {
+    if (line === (collection.asObject ? '}' : ']')) {
+      const { name, records } = collection;
+      if (isCollection(name)) this.contents.collections.set(name, records);
+      else this.contents.docs.set(name, collection.asObject ? Object.fromEntries(records) : [...records.values()]);
+      this.collection = null;
+      return;
+    }
+    const text = line.startsWith(',') && collection.records.size > 0 ? line.slice(1) : line;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(collection.asObject ? `{${text}}` : text);
+    } catch (err) {
+      throw await this.refuse(`not valid JSON: line ${this.lineNo}: ${(err as Error).message}`);
+    }
+    if (collection.asObject) {
+      const [[key, value]] = Object.entries(parsed as Record<string, unknown>);
+      collection.records.set(key, value);
+      return;
+    }
+    const problem = recordProblem(collection.name, parsed);
+    if (problem) throw await this.refuse(`unexpected content: ${collection.name}.${collection.records.size}: ${problem}`);
+    const keyOf = isCollection(collection.name) ? (COLLECTION_KEYS[collection.name] as ((r: unknown) => string) | null) : null;
+    collection.records.set(keyOf ? keyOf(parsed) : String(collection.records.size), this.intern(parsed, ''));
+    // A large store's load leaves its garbage (lines, parse temporaries) behind each record kept;
+    // collected as it goes, it never becomes the daemon's high-water mark for the rest of its life.
+    if (collection.records.size % 10_000 === 0) collectGarbage();
+  }
+
+  async finish(): Promise<StoreContents> {
+    if (!this.ended) throw await this.refuse('not valid JSON: the file ends early (cut off)');
+    for (const name of requiredCollections) if (!this.contents.collections.has(name)) throw await this.refuse(`unexpected content: ${name}: missing`);
+    return this.contents;
+  }
 }
 
 let gcFn: (() => void) | null | undefined;

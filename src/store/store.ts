@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { isDeepStrictEqual } from 'node:util';
-import { storeWriteFailed } from './durable-file.js';
+import { StoreFailedError, type StoreFs, storeWriteFailed } from './durable-file.js';
 import { JournalFiles, type StoreBackend, type StoreContents } from './journal.js';
 import { type CollectionName, type CollectionRecords, COLLECTION_KEYS, deepFreeze, type DocName, type DocValues, type Op, type StoreReader, type Tx } from './tables.js';
 
@@ -26,6 +26,22 @@ const DOCS = '#docs';
 interface Waiter {
   resolve: () => void;
   reject: (err: unknown) => void;
+}
+
+export interface StoreOptions {
+  /** a background snapshot failed (the journal still holds every change) */
+  onCompactionError?: (err: unknown) => void;
+  /** writes began to fail, or fail for another reason than before: `err` (a FileWriteError) names the file */
+  onWriteError?: (err: unknown) => void;
+  /** writes succeed again after failing */
+  onWriteRecovered?: () => void;
+  /**
+   * A change reached the disk but could not be applied in memory: the store takes no more
+   * writes, and the owner must stop (the next start replays the change from the journal).
+   */
+  onFatal?: (err: StoreFailedError) => void;
+  /** the file system (tests pass one that fails on cue) */
+  fs?: StoreFs;
 }
 
 /**
@@ -62,10 +78,13 @@ export class Store implements StoreReader {
   private readonly watchers = new Map<CollectionName, ((key: string, record: unknown) => void)[]>();
   /** why the last write failed (a FileWriteError names the file), until one succeeds */
   lastWriteError: unknown = null;
+  /** set once a durable change could not be applied: no write is taken after that */
+  private broken: StoreFailedError | null = null;
 
   private constructor(
     private readonly backend: StoreBackend,
     contents: StoreContents,
+    private readonly opts: StoreOptions = {},
   ) {
     for (const [name, records] of contents.collections) this.data.set(name, records);
     for (const name of Object.keys(COLLECTION_KEYS) as CollectionName[]) if (!this.data.has(name)) this.data.set(name, new Map());
@@ -83,11 +102,11 @@ export class Store implements StoreReader {
    * read, or when db.json is missing but its backup is not. `backend` replaces the files (tests
    * inject held or failing disks, or keep everything in memory).
    */
-  static async open(dataDir: string, backend?: StoreBackend, opts: { onCompactionError?: (err: unknown) => void } = {}): Promise<Store> {
+  static async open(dataDir: string, backend?: StoreBackend, opts: StoreOptions = {}): Promise<Store> {
     // SVC_STORE_COMPACT_BYTES: tests make snapshots frequent, to crash in the middle of one.
     const compactBytes = Number(process.env.SVC_STORE_COMPACT_BYTES) || undefined;
-    const b = backend ?? new JournalFiles(dataDir, { compactBytes, ...opts });
-    return new Store(b, await b.load());
+    const b = backend ?? new JournalFiles(dataDir, { compactBytes, onCompactionError: opts.onCompactionError, fs: opts.fs });
+    return new Store(b, await b.load(), opts);
   }
 
   /** A store that keeps everything in memory: the service unit tests run on it. */
@@ -135,6 +154,7 @@ export class Store implements StoreReader {
    */
   async update<R>(fn: (tx: Tx) => R | Promise<R>): Promise<R> {
     if (this.closed) throw storeWriteFailed(new Error('store is closed'));
+    if (this.broken) throw storeWriteFailed(this.broken);
     if (inTransaction?.getStore()) throw nestedTransaction();
     if (this.running) await this.waitTurn();
     else this.running = true;
@@ -205,30 +225,67 @@ export class Store implements StoreReader {
   private async flushLoop(): Promise<void> {
     // Yield once so that transactions issued in the same tick join this group.
     await new Promise<void>((r) => setImmediate(r));
-    while (this.forming.waiters.length > 0) {
+    while (this.forming.waiters.length > 0 && !this.broken) {
       const group = this.forming;
       const groupNo = this.groupNo++;
       this.forming = { ops: [], waiters: [] };
-      try {
-        await this.backend.append(this.seq + 1, group.ops, () => this.snapshot());
-        this.seq += 1;
-        this.apply(group.ops, groupNo);
-        this.lastWriteError = null;
-        for (const w of group.waiters) w.resolve();
-      } catch (err) {
-        // Drop everything not yet durable, including what is queued behind this group.
-        this.overlay.clear();
-        this.failures++;
-        this.lastWriteError = err;
-        const failed = storeWriteFailed(err);
-        for (const w of [...group.waiters, ...this.forming.waiters]) w.reject(failed);
-        this.forming = { ops: [], waiters: [] };
-        this.groupNo++;
-        continue;
-      }
-      await this.backend.afterAppend(() => this.snapshot());
+      if (!(await this.writeGroup(group))) continue;
+      if (!this.applyGroup(group, groupNo)) break;
+      for (const w of group.waiters) w.resolve();
+      // It catches its own errors; were one to escape, the writes queued behind would wait forever.
+      await this.backend.afterAppend(() => this.snapshot()).catch((err) => this.opts.onCompactionError?.(err));
+    }
+    if (this.broken) {
+      // transactions that finished while the store broke
+      for (const w of this.forming.waiters) w.reject(storeWriteFailed(this.broken));
+      this.forming = { ops: [], waiters: [] };
     }
     this.flushing = null;
+  }
+
+  /** Makes a group durable; if it cannot, nothing of it (nor of what queued behind it) happened. */
+  private async writeGroup(group: { ops: Op[]; waiters: Waiter[] }): Promise<boolean> {
+    try {
+      await this.backend.append(this.seq + 1, group.ops, () => this.snapshot());
+    } catch (err) {
+      // Drop everything not yet durable, including what is queued behind this group.
+      this.overlay.clear();
+      this.failures++;
+      const news = !this.lastWriteError || (this.lastWriteError as Error)?.message !== (err as Error)?.message;
+      this.lastWriteError = err;
+      if (news) this.opts.onWriteError?.(err);
+      const failed = storeWriteFailed(err);
+      for (const w of [...group.waiters, ...this.forming.waiters]) w.reject(failed);
+      this.forming = { ops: [], waiters: [] };
+      this.groupNo++;
+      return false;
+    }
+    if (this.lastWriteError) this.opts.onWriteRecovered?.();
+    this.lastWriteError = null;
+    return true;
+  }
+
+  /**
+   * A durable group becomes what readers see. Should that fail (a watcher throws), memory no
+   * longer matches the disk, and telling the writers "nothing changed" would be false: the change
+   * is in the journal. So the store stops taking writes and its owner is told to stop; the next
+   * start replays the change.
+   */
+  private applyGroup(group: { ops: Op[]; waiters: Waiter[] }, groupNo: number): boolean {
+    this.seq += 1;
+    try {
+      this.apply(group.ops, groupNo);
+      return true;
+    } catch (err) {
+      this.broken = new StoreFailedError(err);
+      this.overlay.clear();
+      for (const w of group.waiters) w.reject(this.broken);
+      const refused = storeWriteFailed(this.broken);
+      for (const w of this.forming.waiters) w.reject(refused);
+      this.forming = { ops: [], waiters: [] };
+      this.opts.onFatal?.(this.broken);
+      return false;
+    }
   }
 
   /** A durable group becomes what readers see. */
@@ -259,11 +316,14 @@ export class Store implements StoreReader {
     return { seq: this.seq, collections, docs: new Map(this.docs) };
   }
 
-  /** Waits for every queued write, writes a snapshot when the journal holds anything, then refuses new writes. */
+  /**
+   * Waits for every queued write, writes a snapshot when this process wrote anything, then
+   * refuses new writes. A broken store writes nothing more: its memory is not what is on disk.
+   */
   async close(): Promise<void> {
     while (this.flushing) await this.flushing.catch(() => undefined);
     this.closed = true;
-    await this.backend.close(() => this.snapshot());
+    await this.backend.close(this.broken ? null : () => this.snapshot());
   }
 }
 

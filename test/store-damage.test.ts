@@ -1,0 +1,321 @@
+/**
+ * A damaged or incomplete store on disk (src/store/journal.ts, snapshot.ts, seq-file.ts,
+ * recovery.ts) is never loaded as data: the start is refused, naming the damaged file, with every
+ * file as it was. Each refusal is followed here as a person would follow it: the command line it
+ * prints is run as printed, the store is opened again, and what it kept is what the message said.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { CorruptStoreError } from '../src/store/durable-file.js';
+import { JournalFiles } from '../src/store/journal.js';
+import type { UserRecord } from '../src/store/schema.js';
+import { seqLine } from '../src/store/seq-file.js';
+import { Store } from '../src/store/store.js';
+import { tempDir } from './helpers/daemon.js';
+
+const user = (id: string): UserRecord => ({ id, username: id, role: 'user', password_hash: 'x', created_at: '2025-01-01T00:00:00.000Z' });
+const open = (dir: string, compactBytes?: number) => Store.open(dir, new JournalFiles(dir, { compactBytes }));
+const ids = (store: Store) => store.all('users').map((u) => u.id);
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `u${from + i}`);
+const journals = async (dir: string) => (await readdir(dir)).filter((n) => /^db\.journal\.\d+$/.test(n)).sort((a, b) => Number(a.slice(11)) - Number(b.slice(11)));
+
+const opened: Store[] = [];
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.close().catch(() => undefined);
+});
+
+/** Writes users u<from>..u<to>, one change each, and leaves the store unclosed: a crash. */
+async function writeThenCrash(dir: string, from: number, to: number, compactBytes?: number): Promise<void> {
+  const store = await open(dir, compactBytes);
+  for (let i = from; i <= to; i++) await store.update((tx) => tx.put('users', user(`u${i}`)));
+}
+
+/** Three runs, each killed: db.journal.1 (changes 1-5), db.journal.6 (6-8), db.journal.9 (9-10); db.json holds none of them. */
+async function threeJournalFiles(): Promise<string> {
+  const dir = await tempDir();
+  await writeThenCrash(dir, 1, 5);
+  await writeThenCrash(dir, 6, 8);
+  await writeThenCrash(dir, 9, 10);
+  expect(await journals(dir)).toEqual(['db.journal.1', 'db.journal.6', 'db.journal.9']);
+  return dir;
+}
+
+/** Every file of the data dir and a hash of its bytes. */
+async function filesOf(dir: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const name of (await readdir(dir)).sort()) out[name] = createHash('sha256').update(await readFile(path.join(dir, name))).digest('hex');
+  return out;
+}
+
+/** The store's refusal, checking that it changed no file. */
+async function refusal(dir: string): Promise<CorruptStoreError> {
+  const before = await filesOf(dir);
+  const err = await open(dir).then(
+    (s) => {
+      opened.push(s);
+      return null;
+    },
+    (e: unknown) => e,
+  );
+  expect(err, 'the store was opened').toBeInstanceOf(CorruptStoreError);
+  expect(await filesOf(dir), 'the refused start changed a file').toEqual(before);
+  return err as CorruptStoreError;
+}
+
+/** The way out a refusal prints (the command line after "Run: ", last), run as printed; answers its commands. */
+function follow(err: Error): string[] {
+  const at = err.message.lastIndexOf(' Run: ');
+  if (at < 0) return [];
+  const line = err.message.slice(at + ' Run: '.length);
+  execFileSync('sh', ['-c', line], { stdio: 'pipe' });
+  return line.split(' && ');
+}
+
+async function openAgain(dir: string): Promise<Store> {
+  const store = await open(dir);
+  opened.push(store);
+  return store;
+}
+
+/** Changes one byte inside line `n` (1-based) of a file, keeping its newline. */
+async function damageLine(file: string, n: number, from: string, to: string): Promise<void> {
+  const lines = (await readFile(file, 'utf8')).split('\n');
+  expect(lines[n - 1]).toContain(from);
+  lines[n - 1] = lines[n - 1].replace(from, to);
+  await writeFile(file, lines.join('\n'));
+}
+
+describe('a journal line that ends in its newline and does not check out is damage, not a torn append', () => {
+  it('a byte changed in the last line refuses the start naming the file; the way out loses that change and no other', async () => {
+    const dir = await tempDir();
+    await writeThenCrash(dir, 1, 3);
+    const file = path.join(dir, 'db.journal.1');
+    await damageLine(file, 3, '"u3"', '"x3"');
+    const err = await refusal(dir);
+    expect(err.message).toContain(`The store's journal ${file} is damaged: line 3 does not check out (it held change 3)`);
+    expect(err.message).toContain('loses change 3');
+    expect(follow(err)).toHaveLength(2); // cut the line off; move db.seq aside (it records change 3 as made)
+    expect(ids(await openAgain(dir))).toEqual(['u1', 'u2']);
+  });
+
+  it('a damaged last line that db.seq does not record as acknowledged (a power cut mid-append): cutting it off loses nothing acknowledged', async () => {
+    const dir = await tempDir();
+    await writeThenCrash(dir, 1, 3);
+    await writeFile(path.join(dir, 'db.seq'), seqLine(2));
+    await damageLine(path.join(dir, 'db.journal.1'), 3, '"u3"', '"x3"');
+    const err = await refusal(dir);
+    expect(err.message).toContain('Cutting it off loses nothing that was acknowledged');
+    expect(follow(err)).toEqual([expect.stringMatching(/^truncate -s \d+ /)]);
+    expect(ids(await openAgain(dir))).toEqual(['u1', 'u2']);
+  });
+
+  it('a damaged last line of an earlier file is named as such (not as a later file lacking a change); going on from before it loses what it says', async () => {
+    const dir = await threeJournalFiles();
+    const damaged = path.join(dir, 'db.journal.6');
+    await damageLine(damaged, 3, '"u8"', '"x8"');
+    const err = await refusal(dir);
+    expect(err.file).toBe(damaged);
+    expect(err.message).toContain(`The store's journal ${damaged} is damaged: line 3 does not check out (it held change 8)`);
+    expect(err.message).toContain('loses changes 8 to 10 (3 changes)');
+    expect(err.message).not.toMatch(/db\.journal\.9 .*lacks/);
+    const commands = follow(err);
+    expect(commands.join('\n')).toContain(path.join(dir, 'db.journal.9'));
+    expect(ids(await openAgain(dir))).toEqual(range(1, 7));
+  });
+
+  it('a damaged file whose every change db.json already has: moving only that file aside loses nothing', async () => {
+    const dir = await threeJournalFiles();
+    // a clean stop: db.json now holds changes 1 to 11 (db.json.bak, the first snapshot, still needs the journal files)
+    const store = await open(dir);
+    await store.update((tx) => tx.put('users', user('u11')));
+    await store.close();
+    await writeThenCrash(dir, 12, 22); // 11 more acknowledged changes after the snapshot, in db.journal.12
+    const damaged = path.join(dir, 'db.journal.6');
+    await damageLine(damaged, 2, '"u7"', '"x7"');
+    const err = await refusal(dir);
+    expect(err.message).toContain(damaged);
+    expect(err.message).toContain('starting without it loses nothing');
+    expect(follow(err)).toEqual([`mv '${damaged}' '${damaged}.damaged'`]);
+    expect(ids(await openAgain(dir)).sort()).toEqual(range(1, 22).sort());
+  });
+
+  it('a line cut out of the middle of a file is refused as out of order, naming the file', async () => {
+    const dir = await tempDir();
+    await writeThenCrash(dir, 1, 5);
+    const file = path.join(dir, 'db.journal.1');
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    lines.splice(1, 1);
+    await writeFile(file, lines.join('\n'));
+    const err = await refusal(dir);
+    expect(err.message).toContain(`The store's journal ${file} is out of order: line 2 holds change 3 where change 2 belongs`);
+  });
+});
+
+describe('db.json carries a checksum', () => {
+  const closedStore = async () => {
+    const dir = await tempDir();
+    const store = await open(dir);
+    for (const id of ['alice', 'bob']) await store.update((tx) => tx.put('users', user(id)));
+    await store.close(); // db.json holds both; db.json.bak is the first (empty) snapshot, with the journal beside it
+    return dir;
+  };
+
+  it('a byte changed inside a value that stays valid JSON refuses the start; restoring the copy as told loses nothing', async () => {
+    const dir = await closedStore();
+    const file = path.join(dir, 'db.json');
+    await writeFile(file, (await readFile(file, 'utf8')).replace('"username":"alice"', '"username":"alicf"'));
+    const err = await refusal(dir);
+    expect(err.message).toContain(`The store ${file} cannot be read (its checksum does not match`);
+    expect(follow(err)).toEqual([`cp '${file}.bak' '${file}'`]);
+    const store = await openAgain(dir);
+    expect(store.all('users').map((u) => u.username)).toEqual(['alice', 'bob']);
+  });
+
+  it('a damaged first line (so the file is read whole) is checked too', async () => {
+    const dir = await closedStore();
+    const file = path.join(dir, 'db.json');
+    await writeFile(file, (await readFile(file, 'utf8')).replace('{"journal_seq":', '{"journal_sez":'));
+    expect((await refusal(dir)).message).toContain('its checksum does not match');
+  });
+
+  it('a document a script rewrote whole (parse, edit, stringify) has no bytes of svc left to check: it loads as one written by hand', async () => {
+    const dir = await closedStore();
+    const file = path.join(dir, 'db.json');
+    const db = JSON.parse(await readFile(file, 'utf8'));
+    db.users[0].username = 'alicia';
+    for (const text of [JSON.stringify(db), JSON.stringify(db, null, 2)]) {
+      await writeFile(file, text);
+      const store = await openAgain(dir);
+      expect(store.all('users').map((u) => u.username)).toEqual(['alicia', 'bob']);
+    }
+  });
+
+  it('a snapshot an older svc wrote (no checksum) still loads', async () => {
+    const dir = await closedStore();
+    const file = path.join(dir, 'db.json');
+    await writeFile(file, (await readFile(file, 'utf8')).replace(/\n,"snapshot_sha256":"[^"]*"\n/, '\n'));
+    expect(ids(await openAgain(dir))).toEqual(['alice', 'bob']);
+  });
+});
+
+describe('a journal that lost its end is noticed (db.seq)', () => {
+  it('the last journal file deleted after a crash: refused, naming what is missing; going on without it loses what it says', async () => {
+    const dir = await threeJournalFiles();
+    const last = path.join(dir, 'db.journal.9');
+    const kept = await readFile(last);
+    await rm(last);
+    const err = await refusal(dir);
+    expect(err.message).toContain('The store lacks changes 9 to 10 (2 changes)');
+    // put back, nothing is lost
+    await writeFile(last, kept);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 10));
+    // or gone for good: the way out loses exactly those
+    await rm(last);
+    follow(await refusal(dir));
+    expect(ids(await openAgain(dir))).toEqual(range(1, 8));
+  });
+
+  it('the last journal file cut at a line boundary: refused', async () => {
+    const dir = await threeJournalFiles();
+    const last = path.join(dir, 'db.journal.9');
+    await truncate(last, (await readFile(last, 'utf8')).indexOf('\n') + 1);
+    const err = await refusal(dir);
+    expect(err.message).toContain('The store lacks change 10');
+    expect(err.message).toContain(`${last} was cut short`);
+    follow(err);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 9));
+  });
+
+  it('after a clean stop db.json has every change: a lost journal file loses nothing, and the start goes on', async () => {
+    const dir = await threeJournalFiles();
+    const store = await open(dir);
+    await store.update((tx) => tx.put('users', user('u11')));
+    await store.close();
+    for (const name of await journals(dir)) await rm(path.join(dir, name));
+    expect(ids(await openAgain(dir))).toEqual(range(1, 11));
+  });
+
+  it('a damaged db.seq refuses the start; moving it aside as told starts with everything', async () => {
+    const dir = await threeJournalFiles();
+    await writeFile(path.join(dir, 'db.seq'), (await readFile(path.join(dir, 'db.seq'), 'utf8')).replace('10', '19'));
+    const err = await refusal(dir);
+    expect(err.message).toContain('is damaged (it does not check out)');
+    follow(err);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 10));
+  });
+
+  it('a journal file missing from the middle: put back, nothing is lost; without it, the way out loses what it says', async () => {
+    const dir = await threeJournalFiles();
+    const middle = path.join(dir, 'db.journal.6');
+    const kept = await readFile(middle);
+    await rm(middle);
+    const err = await refusal(dir);
+    expect(err.message).toContain(`The store's journal lacks changes 6 to 8 (3 changes)`);
+    expect(err.message).toContain('which loses changes 6 to 10 (5 changes)');
+    await writeFile(middle, kept);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 10));
+    await rm(middle);
+    opened.pop();
+    follow(await refusal(dir));
+    expect(ids(await openAgain(dir))).toEqual(range(1, 5));
+  });
+});
+
+describe('db.json and db.json.bak both missing beside journal files: never an empty store', () => {
+  it('a journal that starts at the first change: the way out rebuilds the whole store from it', async () => {
+    const dir = await tempDir();
+    await writeThenCrash(dir, 1, 5);
+    await rm(path.join(dir, 'db.json'));
+    const err = await refusal(dir);
+    expect(err.message).toContain('are both missing');
+    expect(err.message).toContain('svc will not start an empty store');
+    follow(err);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 5));
+  });
+
+  it('a journal that starts later: refused every time, offering no way that starts over; restoring db.json from a backup loses nothing', async () => {
+    const dir = await tempDir();
+    await writeThenCrash(dir, 1, 30, 1); // a snapshot after nearly every write: the first journal files are dropped
+    await quiet(dir);
+    expect((await journals(dir))[0]).not.toBe('db.journal.1');
+    const backup = await readFile(path.join(dir, 'db.json'));
+    await rm(path.join(dir, 'db.json'));
+    await rm(path.join(dir, 'db.json.bak'));
+    const err = await refusal(dir);
+    expect(err.message).toContain('are both missing');
+    expect(err.message).toContain('from a backup of the data dir');
+    expect(follow(err), 'a way out that starts over').toEqual([]);
+    expect(err.message).not.toMatch(/\bmove\b|\bmv\b/);
+    await refusal(dir); // and again: following nothing changes nothing
+    await writeFile(path.join(dir, 'db.json'), backup);
+    expect(ids(await openAgain(dir)).sort()).toEqual(range(1, 30).sort());
+  });
+
+  it('db.json missing beside its .bak: the copy it names restores everything', async () => {
+    const dir = await tempDir();
+    const store = await open(dir);
+    await store.update((tx) => tx.put('users', user('u1')));
+    await store.close();
+    await writeThenCrash(dir, 2, 3);
+    await rm(path.join(dir, 'db.json'));
+    const err = await refusal(dir);
+    expect(follow(err)).toEqual([`cp '${path.join(dir, 'db.json.bak')}' '${path.join(dir, 'db.json')}'`]);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 3));
+  });
+});
+
+/** Waits until background snapshots are done: the data dir's files and sizes stay the same for 200 ms. */
+async function quiet(dir: string): Promise<void> {
+  const look = async () => JSON.stringify(await Promise.all((await readdir(dir)).sort().map(async (n) => [n, (await stat(path.join(dir, n)).catch(() => null))?.size])));
+  let last = await look();
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    const now = await look();
+    if (now === last) return;
+    last = now;
+  }
+  throw new Error(`the data dir ${dir} never stopped changing`);
+}
