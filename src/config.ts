@@ -56,6 +56,10 @@ export interface Config {
   downloadQuotaBytes: number;
   /** Non-public networks (CIDR) that downloads started by app tokens may still reach, e.g. a LAN mirror. */
   downloadAllowNetworks: string[];
+  /** Desktop notifications of held tool calls and new access requests (notify-send, osascript). */
+  notify: boolean;
+  /** How long a held tool call waits for the person's decision, in seconds. */
+  callApprovalTimeoutS: number;
 }
 
 export interface ConfigFlags {
@@ -87,6 +91,9 @@ export interface ConfigFlags {
   maxDrafts?: string | number;
   downloadQuota?: string;
   downloadAllowNetworks?: string;
+  /** commander's `--no-notify`: false when given (true, its default, means not given) */
+  notify?: boolean;
+  callApprovalTimeout?: string | number;
 }
 
 export class ConfigError extends Error {
@@ -205,6 +212,8 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),
     downloadQuotaBytes: parseSize(String(pick(flags.downloadQuota, 'SVC_DOWNLOAD_QUOTA') ?? '50GiB'), 'download-quota'),
     downloadAllowNetworks: networks(String(pick(flags.downloadAllowNetworks, 'SVC_DOWNLOAD_ALLOW_NETWORKS') ?? ''), 'download-allow-networks'),
+    notify: flags.notify !== false && !['0', 'false', 'off', 'no'].includes(String(env.SVC_NOTIFY ?? '').toLowerCase()),
+    callApprovalTimeoutS: integer(pick(flags.callApprovalTimeout, 'SVC_CALL_APPROVAL_TIMEOUT') ?? 55, 'call-approval-timeout', 1, 86_400),
   };
 }
 

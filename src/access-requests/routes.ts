@@ -5,6 +5,8 @@ import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { resourceNeedsPowerUser } from '../oauth/resources.js';
 import type { AccessRequestRecord, AppRole, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { appDisplayName, type ClientKind } from './client-kinds.js';
+import type { grantToolChoices, reviewTool } from '../mcp/policy-schemas.js';
+import type { z } from 'zod';
 import {
   accessRequestId,
   approveBody,
@@ -70,6 +72,8 @@ function pollLimit(deps: AppDeps): Middleware<AppState> {
 }
 
 export type AppInfo = Awaited<ReturnType<AccessRequestsService['appInfoFor']>>;
+type ReviewTool = z.infer<typeof reviewTool>;
+type GrantToolChoices = z.infer<typeof grantToolChoices>;
 
 /**
  * How svc knows the client, whatever flow the request came by: from the registry (added by an
@@ -105,8 +109,18 @@ function suggestedRole(record: AccessRequestRecord, cap: AppRole, base: string):
   return needsPowerUser ? cap : 'scope_user_user';
 }
 
-export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[], base: string) {
+/** What a review shows of tools: each instance's tools with their choices, and a grant's choices in force. */
+export interface ToolReview {
+  forReview(record: AccessRequestRecord, instances: McpInstanceRecord[]): Promise<Map<string, { tools_known: boolean; tools: ReviewTool[] }>>;
+  grantChoices(record: AccessRequestRecord): Promise<GrantToolChoices[]>;
+}
+
+export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[], base: string, tools?: ToolReview) {
   const app = await service.appInfoFor(record);
+  const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
+  const toolsOf = tools ? await tools.forReview(record, owned.filter((m) => requestedUrls.has(m.url))) : undefined;
+  const granted = record.status === 'approved' || record.status === 'revoked';
+  const choices = tools && granted ? await tools.grantChoices(record) : undefined;
   const cap = service.maxGrantable(record, reviewer);
   const { app_name, ...client } = clientView(record, app);
   return {
@@ -137,12 +151,13 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
       // host's resource), else the first enabled one.
       const suggested = mine.find((m) => m.enabled && record.authorize?.suggested_instance_ids.includes(m.id));
       const pick = (suggested ?? mine.find((m) => m.enabled))?.id;
-      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick })) };
+      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick, ...toolsOf?.get(m.id) })) };
     }),
+    ...(granted && tools ? { tool_policies: record.tool_policies ?? {}, tool_choices: choices } : {}),
   };
 }
 
-export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => Promise<McpInstanceRecord[]>): AnyRouteDef[] {
+export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => Promise<McpInstanceRecord[]>, tools?: ToolReview): AnyRouteDef[] {
   const usernameOf = async (userId: string | null) => (userId ? ((await deps.repos.users.get(userId))?.username ?? null) : null);
   return [
     defineRoute({
@@ -242,7 +257,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       async handler(ctx, { params }) {
         const user = ctx.state.user!;
         const record = await service.getVisible(user, params.id);
-        return reviewView(service, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl());
+        return reviewView(service, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools);
       },
     }),
     defineRoute({

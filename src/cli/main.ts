@@ -8,6 +8,7 @@ import { registerKeys } from './commands/keys.js';
 import { registerModels } from './commands/models.js';
 import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
+import { registerCalls, registerRequestTools } from './commands/calls.js';
 import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';
 import { registerSession } from './commands/session.js';
@@ -41,6 +42,8 @@ export function buildProgram(o: Output): Command {
   registerServe(program, o);
   registerSession(program, o);
   registerRequests(program, o);
+  registerRequestTools(program, o);
+  registerCalls(program, o);
   registerReview(program, o);
   registerKeys(program, o);
   registerMcp(program, o);

@@ -58,6 +58,8 @@ export function registerServe(program: Command, o: Output): void {
     .option('--max-drafts-per-client <n>', 'undecided access requests per app_client_id, 429 beyond (env SVC_MAX_DRAFTS_PER_CLIENT)')
     .option('--max-drafts <n>', 'undecided access requests in all, 429 beyond (env SVC_MAX_DRAFTS)')
     .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
+    .option('--call-approval-timeout <s>', 'seconds a held tool call waits for your decision before the app is told nobody answered (env SVC_CALL_APPROVAL_TIMEOUT; default 55)')
+    .option('--no-notify', 'no desktop notifications of held tool calls and new access requests (env SVC_NOTIFY=0)')
     .action(async (_opts, cmd: Command) => {
       const flags = cmd.optsWithGlobals();
       let config;
