@@ -197,6 +197,8 @@ export class ToolPolicies {
     const mayDecide = (r: AccessRequestRecord) => r.user_id !== null && (r.user_id === actor.id || actor.role === 'admin');
     const current = /^[0-9a-f-]{36}$/i.test(id) ? await this.repos.accessRequests.get(id) : undefined;
     if (!current || !mayDecide(current)) throw notFound('No such access request.');
+    // nothing to change is no change: no write
+    if (Object.keys(input).length === 0 && current.status === 'approved') return current;
     const record = await this.repos.accessRequests.update(id, (r) => {
       if (!mayDecide(r)) throw notFound('No such access request.');
       if (r.status !== 'approved') throw conflict('not_approved', `Only an approved grant has tool choices to change; this one is ${r.status}.`);
