@@ -1,4 +1,6 @@
 import { Box } from 'ink';
+import { currentCall } from './actions.js';
+import { CallDetail, HeldCallRows } from './components/HeldCalls.js';
 import { Header } from './components/Header.js';
 import { KeyHints } from './components/KeyHints.js';
 import { RequestDetail } from './components/RequestDetail.js';
@@ -22,33 +24,44 @@ export function App({ width, height, color, user }: AppProps) {
   const body = Math.max(3, height - 6);
   const who = user ? safe(user, 40) : '';
   const d = s.screen === 'detail' ? s.detail : null;
+  const call = s.screen === 'call' ? s.calls.find((c) => c.id === s.callId) : undefined;
   const title = d
     ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
-    : 'svc review: pending access requests';
-  const aside = d ? who : [`${s.requests.length} pending`, who].filter(Boolean).join(' · ');
+    : s.screen === 'call'
+      ? 'svc review › held tool call'
+      : 'svc review: pending access requests';
+  const aside = d || s.screen === 'call' ? who : [...(s.calls.length ? [`${s.calls.length} held`] : []), `${s.requests.length} pending`, who].filter(Boolean).join(' · ');
+  // held calls come first, above the requests, with up to half the screen
+  const callLines = s.calls.length ? Math.min(1 + 2 * s.calls.length, Math.max(3, Math.floor(body / 2))) : 0;
   return (
     <Box flexDirection="column" width={width}>
       <Header title={title} aside={aside} width={width} color={color} />
       <Box flexDirection="column" height={body} overflow="hidden">
-        {d ? (
+        {s.screen === 'call' ? (
+          <CallDetail call={call} now={s.now} width={width} height={body} color={color} />
+        ) : d ? (
           <RequestDetail
             data={d.data}
             role={d.role}
             selected={d.selected}
             cursor={d.cursor}
             secondsLeft={detailSecondsLeft(d, s.now)}
+            picks={d.picks}
             width={width}
             height={body}
             color={color}
           />
         ) : (
-          <RequestList requests={s.requests} cursor={s.cursor} loaded={s.loaded} now={s.now} width={width} height={body} color={color} />
+          <Box flexDirection="column" width={width}>
+            {callLines > 0 ? <HeldCallRows calls={s.calls} cursor={s.cursor < s.calls.length ? s.cursor : -1} now={s.now} width={width} height={callLines} color={color} /> : null}
+            <RequestList requests={s.requests} cursor={s.cursor - s.calls.length} loaded={s.loaded} now={s.now} width={width} height={body - callLines} color={color} />
+          </Box>
         )}
       </Box>
       <Box height={2} overflow="hidden" width={width}>
         <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
       </Box>
-      <KeyHints screen={s.screen} color={color} decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0} />
+      <KeyHints screen={s.screen} color={color} decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0} onCall={currentCall(s) !== undefined} />
     </Box>
   );
 }

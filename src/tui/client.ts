@@ -1,5 +1,5 @@
 import type { DaemonClient } from '../cli/client.js';
-import type { ApproveResult, DenyResult, PendingRequest, ReviewClient, ReviewData } from './types.js';
+import type { ApproveResult, DenyResult, HeldCall, PendingRequest, ReviewClient, ReviewData } from './types.js';
 
 const enc = encodeURIComponent;
 
@@ -10,5 +10,8 @@ export function daemonReviewClient(client: Pick<DaemonClient, 'request'>): Revie
     review: async (id) => (await client.request<ReviewData>('GET', `/svc/v1/access-requests/${enc(id)}/review`)).body,
     approve: async (id, body) => (await client.request<ApproveResult>('PUT', `/svc/v1/access-requests/${enc(id)}/approve`, body)).body,
     deny: async (id) => (await client.request<DenyResult>('POST', `/svc/v1/access-requests/${enc(id)}/deny`)).body,
+    heldCalls: async () => (await client.request<{ data: HeldCall[] }>('GET', '/svc/v1/calls?status=pending')).body.data,
+    approveCall: async (id) => (await client.request<HeldCall>('POST', `/svc/v1/calls/${enc(id)}/approve`, {})).body,
+    denyCall: async (id) => (await client.request<HeldCall>('POST', `/svc/v1/calls/${enc(id)}/deny`)).body,
   };
 }

@@ -1,7 +1,8 @@
 import { createContext, type ReactNode, useContext } from 'react';
-import { type AppRole, type PendingRequest, ROLES, ROLE_NAMES, type ReviewData } from './types.js';
+import type { ToolChoice } from '../store/schema.js';
+import { type AppRole, type HeldCall, type PendingRequest, ROLES, ROLE_NAMES, type ReviewData } from './types.js';
 
-export type Screen = 'list' | 'detail';
+export type Screen = 'list' | 'detail' | 'call';
 
 export interface Notice {
   kind: 'error' | 'info';
@@ -16,12 +17,18 @@ export interface DetailState {
   role: AppRole | null;
   /** Instance ids the reviewer has ticked. */
   selected: string[];
-  /** Index into the selectable (enabled) instances. */
+  /** Index into the selectable rows: enabled instances, each followed by its tools. */
   cursor: number;
+  /** The choice the reviewer set per instance and tool (starting from each tool's choice). */
+  picks: Record<string, Record<string, ToolChoice>>;
 }
 
 export interface UIState {
   screen: Screen;
+  /** Tool calls held for the reviewer: listed above the requests. */
+  calls: HeldCall[];
+  /** The held call open on the `call` screen. */
+  callId: string | null;
   requests: PendingRequest[];
   /** false until the first list answer (or failure) arrives */
   loaded: boolean;
@@ -35,7 +42,9 @@ export interface UIState {
 }
 
 export type Action =
-  | { type: 'list-loaded'; requests: PendingRequest[] }
+  | { type: 'list-loaded'; requests: PendingRequest[]; calls?: HeldCall[] }
+  | { type: 'open-call'; id: string }
+  | { type: 'call-decided'; id: string; text: string }
   | { type: 'list-failed'; message: string }
   | { type: 'move'; delta: number }
   | { type: 'open'; id: string; at: number }
@@ -50,6 +59,8 @@ export type Action =
 
 export const initialState = (now: number): UIState => ({
   screen: 'list',
+  calls: [],
+  callId: null,
   requests: [],
   loaded: false,
   pollError: null,
@@ -65,6 +76,31 @@ export function selectableInstances(data: ReviewData | null): { url: string; id:
   if (!data) return [];
   return data.mcp_servers.flatMap((s) => s.instances.filter((i) => i.enabled).map((i) => ({ url: s.url, id: i.id })));
 }
+
+export type DetailRow = { kind: 'instance'; url: string; id: string } | { kind: 'tool'; instance: string; name: string };
+
+/** The rows the detail cursor visits: each enabled instance, then the tools of it one may choose for. */
+export function selectableRows(data: ReviewData | null): DetailRow[] {
+  if (!data) return [];
+  return data.mcp_servers.flatMap((s) =>
+    s.instances
+      .filter((i) => i.enabled)
+      .flatMap((i): DetailRow[] => [{ kind: 'instance', url: s.url, id: i.id }, ...(i.tools ?? []).filter((t) => !t.owner_denied).map((t): DetailRow => ({ kind: 'tool', instance: i.id, name: t.name }))]),
+  );
+}
+
+/** Each tool's choice as the review data says (its default, for a draft). */
+export function initialPicks(data: ReviewData): Record<string, Record<string, ToolChoice>> {
+  return Object.fromEntries(data.mcp_servers.flatMap((s) => s.instances.map((i) => [i.id, Object.fromEntries((i.tools ?? []).map((t) => [t.name, t.choice]))])));
+}
+
+const NEXT_CHOICE: Record<ToolChoice, ToolChoice> = { allow: 'ask', ask: 'deny', deny: 'allow' };
+
+/** The list's rows, held calls first: what its cursor moves over. */
+export const listRows = (s: Pick<UIState, 'calls' | 'requests'>): { kind: 'call' | 'request'; id: string }[] => [
+  ...s.calls.map((c) => ({ kind: 'call' as const, id: c.id })),
+  ...s.requests.map((r) => ({ kind: 'request' as const, id: r.id })),
+];
 
 /** What a detail starts with ticked: the daemon's default selection, shared by every surface. */
 export function firstEnabledOfEach(data: ReviewData): string[] {
@@ -87,18 +123,34 @@ const clamp = (n: number, max: number) => Math.max(0, Math.min(n, max));
 export function reducer(state: UIState, action: Action): UIState {
   switch (action.type) {
     case 'list-loaded': {
-      // Keep the cursor on the same request when others come and go.
-      const current = state.requests[state.cursor]?.id;
-      const at = current ? action.requests.findIndex((r) => r.id === current) : -1;
-      const cursor = at >= 0 ? at : clamp(state.cursor, action.requests.length - 1);
-      return { ...state, requests: action.requests, loaded: true, pollError: null, cursor };
+      // Keep the cursor on the same row when others come and go.
+      const current = listRows(state)[state.cursor]?.id;
+      const next = { calls: action.calls ?? state.calls, requests: action.requests };
+      const rows = listRows(next);
+      const at = current ? rows.findIndex((r) => r.id === current) : -1;
+      const cursor = at >= 0 ? at : clamp(state.cursor, rows.length - 1);
+      return { ...state, ...next, loaded: true, pollError: null, cursor };
+    }
+    case 'open-call':
+      return { ...state, screen: 'call', callId: action.id, notice: null };
+    case 'call-decided': {
+      const calls = state.calls.filter((c) => c.id !== action.id);
+      const back = state.screen === 'call' && state.callId === action.id;
+      return {
+        ...state,
+        calls,
+        busy: false,
+        ...(back ? { screen: 'list' as const, callId: null } : {}),
+        cursor: clamp(state.cursor, listRows({ calls, requests: state.requests }).length - 1),
+        notice: { kind: 'info', text: action.text },
+      };
     }
     case 'list-failed':
       return { ...state, loaded: true, pollError: action.message };
     case 'move': {
-      if (state.screen === 'list') return { ...state, cursor: clamp(state.cursor + action.delta, state.requests.length - 1) };
+      if (state.screen === 'list') return { ...state, cursor: clamp(state.cursor + action.delta, listRows(state).length - 1) };
       if (!state.detail) return state;
-      const rows = selectableInstances(state.detail.data).length;
+      const rows = selectableRows(state.detail.data).length;
       return { ...state, detail: { ...state.detail, cursor: clamp(state.detail.cursor + action.delta, rows - 1) } };
     }
     case 'open':
@@ -106,12 +158,13 @@ export function reducer(state: UIState, action: Action): UIState {
         ...state,
         screen: 'detail',
         notice: null,
-        detail: { id: action.id, data: null, fetchedAt: action.at, role: null, selected: [], cursor: 0 },
+        detail: { id: action.id, data: null, fetchedAt: action.at, role: null, selected: [], cursor: 0, picks: {} },
       };
     case 'detail-loaded': {
       if (!state.detail || state.detail.id !== action.data.id) return state;
       const keep = action.keepSelection && state.detail.data;
       const selectable = new Set(selectableInstances(action.data).map((i) => i.id));
+      const rows = selectableRows(action.data).length;
       const allowed = grantableRoles(action.data.max_grantable_role);
       return {
         ...state,
@@ -122,15 +175,22 @@ export function reducer(state: UIState, action: Action): UIState {
           role: keep && state.detail.role && allowed.includes(state.detail.role) ? state.detail.role : action.data.suggested_role,
           // As on the browser page: each URL starts with its first enabled instance ticked.
           selected: keep ? state.detail.selected.filter((id) => selectable.has(id)) : firstEnabledOfEach(action.data),
-          cursor: keep ? clamp(state.detail.cursor, selectable.size - 1) : 0,
+          cursor: keep ? clamp(state.detail.cursor, rows - 1) : 0,
+          picks: keep ? { ...initialPicks(action.data), ...state.detail.picks } : initialPicks(action.data),
         },
       };
     }
     case 'toggle': {
       const d = state.detail;
       if (state.screen !== 'detail' || !d?.data) return state;
-      const row = selectableInstances(d.data)[d.cursor];
+      const row = selectableRows(d.data)[d.cursor];
       if (!row) return { ...state, notice: { kind: 'info', text: 'None of your instances can be granted here; add one with `svc mcp add`.' } };
+      if (row.kind === 'tool') {
+        // a tool row: its choice goes round allow, ask, deny
+        const mine = d.picks[row.instance] ?? {};
+        const now = mine[row.name] ?? 'allow';
+        return { ...state, notice: null, detail: { ...d, picks: { ...d.picks, [row.instance]: { ...mine, [row.name]: NEXT_CHOICE[now] } } } };
+      }
       const selected = d.selected.includes(row.id) ? d.selected.filter((id) => id !== row.id) : [...d.selected, row.id];
       return { ...state, notice: null, detail: { ...d, selected } };
     }
@@ -146,7 +206,7 @@ export function reducer(state: UIState, action: Action): UIState {
       return { ...state, notice: null, detail: { ...d, role: next } };
     }
     case 'back':
-      return { ...state, screen: 'list', detail: null, notice: null };
+      return { ...state, screen: 'list', detail: null, callId: null, notice: null };
     case 'busy':
       return { ...state, busy: action.busy };
     case 'decided': {
@@ -157,7 +217,7 @@ export function reducer(state: UIState, action: Action): UIState {
         detail: null,
         busy: false,
         requests,
-        cursor: clamp(state.cursor, requests.length - 1),
+        cursor: clamp(state.cursor, listRows({ calls: state.calls, requests }).length - 1),
         notice: { kind: 'info', text: action.text },
       };
     }

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { accessRequestSummary, approveBody, approveResponse, denyResponse, reviewResponse } from '../access-requests/schemas.js';
+import type { HeldCallView } from '../mcp/policy-schemas.js';
 import { APP_ROLE_NAMES } from '../auth/roles.js';
 import { type AppRole, appRoles } from '../store/schema.js';
 
@@ -11,6 +12,8 @@ export type ApproveRequest = z.input<typeof approveBody>;
 /** An approval's answer; a sign-in approved without the instances it was for is a denial. */
 export type ApproveResult = z.infer<typeof approveResponse> | z.infer<typeof denyResponse>;
 export type DenyResult = z.infer<typeof denyResponse>;
+/** One row of `GET /svc/v1/calls?status=pending`: a tool call waiting for the reviewer. */
+export type HeldCall = HeldCallView;
 export type { AppRole };
 
 /**
@@ -23,6 +26,10 @@ export interface ReviewClient {
   review(id: string): Promise<ReviewData>;
   approve(id: string, body: ApproveRequest): Promise<ApproveResult>;
   deny(id: string): Promise<DenyResult>;
+  /** Held tool calls waiting for this reviewer; a client without them (an older daemon's) has none. */
+  heldCalls?(): Promise<HeldCall[]>;
+  approveCall?(id: string): Promise<HeldCall>;
+  denyCall?(id: string): Promise<HeldCall>;
 }
 
 /** Lowest first: `r` cycles through these up to max_grantable_role. */
