@@ -32,6 +32,7 @@ import { HeldCalls } from './mcp/held-calls.js';
 import { ToolPolicies } from './mcp/policies.js';
 import { DesktopNotifier } from './notify/desktop.js';
 import { mountCallsUi } from './ui/calls.js';
+import { mountGrantToolsUi } from './ui/grant-tools.js';
 import { ModelCatalog } from './models/catalog.js';
 import { ModelDownloads } from './models/downloads.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
@@ -213,6 +214,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   mountHomeUi(router, deps, requests, (u) => held.pendingCount(u));
   mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin, policies);
   mountCallsUi(router, deps, held, sameOrigin);
+  mountGrantToolsUi(router, deps, requests, policies, sameOrigin);
 
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;

@@ -138,6 +138,30 @@ describe.skipIf(!needs(Boolean(CHROMIUM_PATH), 'calls-page', 'Chromium at /usr/b
     expect(risky.runs('delete_note')).toBe(before);
   });
 
+  it('later, /ui/grants/tools changes a grant\'s choices: a tool set to deny is refused from then on; only with the page\'s token', async () => {
+    const grant = (await alice.get('/svc/v1/access-requests?status=approved')).body.data.find((r: { app_client_id: string }) => r.app_client_id.startsWith('svc-key:'));
+    await page.goto(`${d.url}/ui/grants/tools?id=${grant.id}`);
+    const section = page.locator(`#tools-${instance}`);
+    expect(await section.locator('select[aria-label="delete_note"]').inputValue()).toBe('ask:delete_note');
+    await section.locator('select[aria-label="touch"]').selectOption('deny:touch');
+    await Promise.all([page.waitForURL(/saved=1/), page.click('#save')]);
+    expect(await page.locator('#notice').innerText()).toMatch(/Saved/);
+    const review = await alice.get(`/svc/v1/access-requests/${grant.id}/review`);
+    expect(review.body.tool_policies).toEqual({ [instance]: { tools: { touch: 'deny' } } });
+    const before = risky.runs('touch');
+    expect((await execute('touch', { path: '/p' })).status).toBe(403);
+    expect(risky.runs('touch')).toBe(before);
+    // without the token nothing changes; another person's grant does not exist here
+    const stale = await alice.request('POST', '/ui/grants/tools', `id=${grant.id}&tooldefault_${instance}=deny`, { 'Content-Type': 'application/x-www-form-urlencoded' });
+    expect(stale.status).toBe(403);
+    expect((await alice.get(`/svc/v1/access-requests/${grant.id}/review`)).body.tool_policies).toEqual({ [instance]: { tools: { touch: 'deny' } } });
+    // back to the default, from the page
+    await page.goto(`${d.url}/ui/grants/tools?id=${grant.id}`);
+    await page.locator(`#tools-${instance} select[aria-label="touch"]`).selectOption('allow:touch');
+    await Promise.all([page.waitForURL(/saved=1/), page.click('#save')]);
+    expect((await alice.get(`/svc/v1/access-requests/${grant.id}/review`)).body.tool_policies).toEqual({});
+  });
+
   it('a form posted from another site, or without the session\'s token, decides nothing', async () => {
     const before = risky.runs('delete_note');
     const answer = execute('delete_note', { id: 'page-3' });

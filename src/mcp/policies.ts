@@ -173,9 +173,20 @@ export class ToolPolicies {
     return out;
   }
 
-  /** The grant's choices in force, per instance it names: the review data of an approved request. */
+  /**
+   * The grant's choices in force, per instance it names: the review data of an approved request.
+   * For a grant in force, an instance whose list svc never had is fetched (briefly), as for a review.
+   */
   async grantChoices(record: AccessRequestRecord): Promise<GrantToolChoices[]> {
     const out: GrantToolChoices[] = [];
+    if (record.status === 'approved') {
+      const missing: McpInstanceRecord[] = [];
+      for (const id of grantedIds(record)) {
+        const m = await this.repos.mcpInstances.get(id);
+        if (m?.enabled && !(await this.repos.mcpTools.get(id))) missing.push(m);
+      }
+      await Promise.all(missing.map((m) => this.fetch(m, this.reviewFetchMs)));
+    }
     for (const id of grantedIds(record)) {
       const instance = await this.repos.mcpInstances.get(id);
       const policy = own(record.tool_policies, id);

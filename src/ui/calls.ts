@@ -50,7 +50,7 @@ function pendingHtml(calls: HeldCallView[], csrf: string, now: number): SafeHtml
   return html`${calls.map(
     (c) => html`<section class="call" data-call="${c.id}" aria-labelledby="call-${c.id}">
 <h2 id="call-${c.id}"><strong>${appOf(c)}</strong> wants to run <code class="tool">${c.tool}</code></h2>
-<p>On <strong>${c.instance_name}</strong> · client <code>${c.app_client_id}</code> · ${c.via === 'rest' ? 'REST execute' : 'MCP'} · grant <code>${c.access_request_id.slice(0, 8)}</code></p>
+<p>On <strong>${c.instance_name}</strong> · client <code>${c.app_client_id}</code> · ${c.via === 'rest' ? 'REST execute' : 'MCP'} · grant <a href="/ui/grants/tools?id=${encodeURIComponent(c.access_request_id)}" title="Change this grant's tool choices"><code>${c.access_request_id.slice(0, 8)}</code></a></p>
 <p class="done">Held at <time>${c.created_at}</time>; answered for the app as “nobody answered” in <span class="left">${secondsLeft(c, now)}</span> s unless you decide.</p>
 <pre class="args" aria-label="Arguments">${argumentsText(c.arguments)}</pre>
 <form method="post" action="${APPROVE_PATH}"><input type="hidden" name="_csrf" value="${csrf}"><input type="hidden" name="id" value="${c.id}">

@@ -341,7 +341,7 @@ ${record
   ? appHeader({ app_client_id: record.app_client_id, app_description: info?.description, ...clientView(record, info) }, g.eyebrow, html`${g.title}`)
   : html`<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div class="who"><p class="eyebrow">${g.eyebrow}</p><h1>${g.title}</h1></div></header>`}
 <p class="notice" role="status" id="state" data-state="${kind}">${g.text}</p>
-<p class="foot"><a href="/ui">Back to svc</a></p>
+<p class="foot">${kind === 'approved' && record ? html`<a href="/ui/grants/tools?id=${encodeURIComponent(record.id)}" id="grant-tools">Its tool choices</a> · ` : ''}<a href="/ui">Back to svc</a></p>
 </div>`);
 }
 
