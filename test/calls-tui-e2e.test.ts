@@ -48,32 +48,46 @@ afterAll(async () => {
   if (root) await rm(root, { recursive: true, force: true });
 });
 
+/** `svc review` in a new 80x24 tmux session named `name`. */
+async function openTerminal(name: string) {
+  const vars = Object.entries(env)
+    .filter(([k]) => k.startsWith('SVC_') || k === 'NO_COLOR' || k === 'PATH' || k === 'HOME')
+    .map(([k, v]) => `${k}=${q(v)}`)
+    .join(' ');
+  await tmux('new-session', '-d', '-s', name, '-x', '80', '-y', '24', `cd ${q(REPO)} && env ${vars} node ${q(BIN)} review; echo EXIT=$?; sleep 600`);
+  tmuxStarted = true;
+  const screen = () => tmux('capture-pane', '-p', '-t', name);
+  const keys = (...k: string[]) => tmux('send-keys', '-t', name, ...k);
+  const waitFor = async (pattern: RegExp, timeoutMs = 10_000) => {
+    const deadline = Date.now() + timeoutMs;
+    let last = '';
+    while (Date.now() < deadline) {
+      last = await screen();
+      if (pattern.test(last)) return last;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`no ${pattern} on the screen within ${timeoutMs} ms:\n${last}`);
+  };
+  return { screen, keys, waitFor };
+}
+
+let instance: string | undefined;
+/** The one instance of the risky server, added once whichever test runs first. */
+async function notesInstance(): Promise<string> {
+  if (instance) return instance;
+  const added = await svc(['mcp', 'add', '--name', 'notes', '--url', risky!.url]);
+  expect(added.exitCode, added.stderr).toBe(0);
+  instance = added.stdout.trim();
+  return instance;
+}
+
 describe.skipIf(!needs(HAS_TMUX, 'calls-tui-e2e', 'tmux'))('a held call in svc review', () => {
   it('appears by itself within 2 s above the requests, with its arguments; `a` lets exactly it run, once', async () => {
-    const added = await svc(['mcp', 'add', '--name', 'notes', '--url', risky!.url]);
-    expect(added.exitCode, added.stderr).toBe(0);
-    const instance = added.stdout.trim();
+    const instance = await notesInstance();
     const key = await svc(['keys', 'create', 'tui app', '--mcp', `${risky!.url}=${instance}`]);
     expect(key.exitCode, key.stderr).toBe(0);
-
-    const vars = Object.entries(env)
-      .filter(([k]) => k.startsWith('SVC_') || k === 'NO_COLOR' || k === 'PATH' || k === 'HOME')
-      .map(([k, v]) => `${k}=${q(v)}`)
-      .join(' ');
-    await tmux('new-session', '-d', '-s', 'calls', '-x', '80', '-y', '24', `cd ${q(REPO)} && env ${vars} node ${q(BIN)} review; echo EXIT=$?; sleep 600`);
-    tmuxStarted = true;
-    const screen = () => tmux('capture-pane', '-p', '-t', 'calls');
-    const waitFor = async (pattern: RegExp, timeoutMs = 10_000) => {
-      const deadline = Date.now() + timeoutMs;
-      let last = '';
-      while (Date.now() < deadline) {
-        last = await screen();
-        if (pattern.test(last)) return last;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error(`no ${pattern} on the screen within ${timeoutMs} ms:\n${last}`);
-    };
-    await waitFor(/No pending requests\./);
+    const { waitFor, keys } = await openTerminal('calls');
+    await waitFor(/pending · admin/);
 
     const before = risky!.runs('delete_note');
     const answer = new Api(daemon!.url).post(`/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { params: { id: 'tui-1', note: 'gone\u202efor good' } }, { Authorization: `Bearer ${key.stdout.trim()}` });
@@ -86,7 +100,7 @@ describe.skipIf(!needs(HAS_TMUX, 'calls-tui-e2e', 'tmux'))('a held call in svc r
     for (const line of shown.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
     expect(risky!.runs('delete_note')).toBe(before);
 
-    await tmux('send-keys', '-t', 'calls', 'a');
+    await keys('a');
     await waitFor(/Approved delete_note for API key "tui app": it runs now, once\./);
     const done = await answer;
     expect(done.status).toBe(200);
@@ -94,7 +108,51 @@ describe.skipIf(!needs(HAS_TMUX, 'calls-tui-e2e', 'tmux'))('a held call in svc r
     expect(risky!.runs('delete_note')).toBe(before + 1);
     expect(risky!.ran.at(-1)).toEqual({ tool: 'delete_note', args: { id: 'tui-1', note: 'gone\u202efor good' } });
 
-    await tmux('send-keys', '-t', 'calls', 'q');
+    await keys('q');
+    expect(await waitFor(/^EXIT=\d+$/m)).toMatch(/^EXIT=0$/m);
+  });
+
+  it('tool choices from the terminal: changed at approval in the detail, and later under g', async () => {
+    const instance = await notesInstance();
+    const { waitFor, keys } = await openTerminal('choices');
+    await waitFor(/pending · admin/);
+    const created = await new Api(daemon!.url).post('/svc/v1/apps/request-access', {
+      app_client_id: 'tui-choices-app',
+      flow_type: 'popup',
+      requested_role: 'scope_user_user',
+      requested: { version: '1', mcp_servers: [{ url: risky!.url }] },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    await waitFor(/› tui-choices-app/);
+    await keys('Enter');
+    // the tools, fetched for the review, with their defaults and hints
+    const detail = await waitFor(/delete_note/);
+    expect(detail).toMatch(/^ {8}allow read_notes {2}read-only\s*$/m);
+    expect(detail).toMatch(/^ {8}ask {3}delete_note {2}destructive\s*$/m);
+    expect(detail).toMatch(/^ {8}allow touch\s*$/m);
+    // down past read_notes and delete_note to touch; allow -> ask -> deny
+    await keys('j', 'j', 'j');
+    await waitFor(/› allow touch/);
+    await keys('Space', 'Space');
+    await waitFor(/› deny {2}touch \(default allow\)/);
+    await keys('a');
+    await waitFor(/Approved tui-choices-app/);
+    const review = (await svc(['requests', 'show', id, '--json'])).stdout;
+    expect(JSON.parse(review).tool_policies).toEqual({ [instance]: { tools: { touch: 'deny' } } });
+
+    // later: g, the newest grant first, its tools; read_notes allow -> ask, saved
+    await keys('g');
+    await waitFor(/› tui-choices-app/);
+    await keys('Enter');
+    await waitFor(/Tool choices of tui-choices-app/);
+    await keys('Space');
+    await waitFor(/› ask {3}read_notes \(was allow: s saves\)/);
+    await keys('s');
+    await waitFor(/Saved: the next call of each tool follows these choices\./);
+    const later = JSON.parse((await svc(['requests', 'show', id, '--json'])).stdout);
+    expect(later.tool_policies).toEqual({ [instance]: { tools: { touch: 'deny', read_notes: 'ask' } } });
+    await keys('q');
     expect(await waitFor(/^EXIT=\d+$/m)).toMatch(/^EXIT=0$/m);
   });
 });

@@ -1,6 +1,7 @@
 import { Box } from 'ink';
 import { currentCall } from './actions.js';
 import { CallDetail, HeldCallRows } from './components/HeldCalls.js';
+import { GrantList, GrantTools } from './components/Grants.js';
 import { Header } from './components/Header.js';
 import { KeyHints } from './components/KeyHints.js';
 import { RequestDetail } from './components/RequestDetail.js';
@@ -29,8 +30,10 @@ export function App({ width, height, color, user }: AppProps) {
     ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
     : s.screen === 'call'
       ? 'svc review › held tool call'
-      : 'svc review: pending access requests';
-  const aside = d || s.screen === 'call' ? who : [...(s.calls.length ? [`${s.calls.length} held`] : []), `${s.requests.length} pending`, who].filter(Boolean).join(' · ');
+      : s.screen === 'grants' || s.screen === 'grant'
+        ? 'svc review › tool choices of your grants'
+        : 'svc review: pending access requests';
+  const aside = s.screen !== 'list' ? who : [...(s.calls.length ? [`${s.calls.length} held`] : []), `${s.requests.length} pending`, who].filter(Boolean).join(' · ');
   // held calls come first, above the requests, with up to half the screen
   const callLines = s.calls.length ? Math.min(1 + 2 * s.calls.length, Math.max(3, Math.floor(body / 2))) : 0;
   return (
@@ -39,6 +42,10 @@ export function App({ width, height, color, user }: AppProps) {
       <Box flexDirection="column" height={body} overflow="hidden">
         {s.screen === 'call' ? (
           <CallDetail call={call} now={s.now} width={width} height={body} color={color} />
+        ) : s.screen === 'grants' ? (
+          <GrantList grants={s.grants} cursor={s.grantCursor} width={width} height={body} color={color} />
+        ) : s.screen === 'grant' ? (
+          <GrantTools data={s.grant?.data ?? null} picks={s.grant?.picks ?? {}} cursor={s.grant?.cursor ?? 0} width={width} height={body} color={color} />
         ) : d ? (
           <RequestDetail
             data={d.data}

@@ -84,8 +84,18 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
       if (input === 'd') return void actions.deny();
       return;
     }
+    if (s.screen === 'grants') {
+      if (key.return) return void actions.openGrant();
+      return;
+    }
+    if (s.screen === 'grant') {
+      if (input === ' ') return actions.toggle();
+      if (input === 's') return void actions.saveGrant();
+      return;
+    }
     if (s.screen === 'list') {
       if (key.return) return void actions.open();
+      if (input === 'g') return void actions.openGrants();
       // a held call is decided from the list too
       if ((input === 'a' || input === 'd') && currentCall(s)) return void (input === 'a' ? actions.approve() : actions.deny());
       if (input === 'a' || input === 'd' || input === 'r' || input === ' ') {

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
 import { FakeClient, KEY, NOW, until, URL_A } from '../../test/helpers/tui.js';
 import { ReviewApp, type ReviewAppProps } from './AppContainer.js';
-import type { HeldCall } from './types.js';
+import type { HeldCall, PendingRequest } from './types.js';
 
 afterEach(() => cleanup());
 
@@ -185,5 +185,88 @@ describe('tool choices in the detail of a request', () => {
         tool_policies: { 'aaaaaaaa-0000-4000-8000-000000000001': { tools: { read_file: 'ask', delete_file: 'allow' } } },
       },
     });
+  });
+});
+
+/** The fake daemon, with approved grants whose tool choices change. */
+class GrantsClient extends FakeClient {
+  grantRows: PendingRequest[] = [
+    {
+      id: 'g0000000-0000-4000-8000-000000000001',
+      app_client_id: 'notes-app',
+      app_name: 'Notes App',
+      app_registered: true,
+      flow_type: 'popup',
+      status: 'approved',
+      requested_role: 'scope_user_user',
+      approved_role: 'scope_user_user',
+      requested: { version: '1', mcp_servers: [{ url: URL_A }] },
+      approved: { version: '1', mcp_servers: [{ url: URL_A, instance_ids: ['aaaaaaaa-0000-4000-8000-000000000001'] }] },
+      created_at: new Date(NOW).toISOString(),
+      expires_at: new Date(NOW).toISOString(),
+      decided_at: new Date(NOW).toISOString(),
+      user: 'admin',
+    },
+  ];
+  sets: { id: string; body: unknown }[] = [];
+  choice: Record<string, 'allow' | 'ask' | 'deny'> = { read_file: 'allow', delete_file: 'ask' };
+  async approvedGrants() {
+    return structuredClone(this.grantRows);
+  }
+  override async review(id: string) {
+    if (id !== this.grantRows[0].id) return super.review(id);
+    const base = await super.review([...this.reviews.keys()][0]);
+    return {
+      ...base,
+      id,
+      status: 'approved' as const,
+      tool_choices: [
+        {
+          instance_id: 'aaaaaaaa-0000-4000-8000-000000000001',
+          instance_name: 'files-home',
+          default: null,
+          tools_known: true,
+          choices: {},
+          tools: [
+            { name: 'read_file', annotations: { readOnlyHint: true }, default_choice: 'allow' as const, choice: this.choice.read_file },
+            { name: 'delete_file', annotations: { destructiveHint: true }, default_choice: 'ask' as const, choice: this.choice.delete_file },
+          ],
+        },
+      ],
+    };
+  }
+  async setTools(id: string, body: Record<string, { tools: Record<string, 'allow' | 'ask' | 'deny' | null> }>) {
+    this.sets.push({ id, body });
+    for (const [name, c] of Object.entries(body['aaaaaaaa-0000-4000-8000-000000000001'].tools)) this.choice[name] = c ?? (name === 'delete_file' ? 'ask' : 'allow');
+    return {};
+  }
+}
+
+describe('tool choices of a grant, later', () => {
+  it('g lists the approved grants; Enter shows a grant\'s tools; space changes one, s saves only what changed', async () => {
+    const client = new GrantsClient();
+    client.add({});
+    const ui = mount(client);
+    await ui.see('g grants');
+    await ui.press('g');
+    await ui.see(/^› Notes App {2}g0000000 {2}1 MCP instance$/m);
+    await ui.press(KEY.enter);
+    await ui.see('Tool choices of Notes App (g0000000)');
+    expect(ui.frame()).toMatch(/^ {2}› allow read_file {2}read-only$/m);
+    expect(ui.frame()).toMatch(/^ {4}ask {3}delete_file {2}destructive$/m);
+    await ui.press('j', ' ', ' ');
+    await ui.see(/› allow delete_file \(was ask: s saves\)/);
+    await ui.press('s');
+    await ui.see('Saved: the next call of each tool follows these choices.');
+    expect(client.sets).toEqual([{ id: 'g0000000-0000-4000-8000-000000000001', body: { 'aaaaaaaa-0000-4000-8000-000000000001': { tools: { delete_file: 'allow' } } } }]);
+    await ui.see(/› allow delete_file {2}destructive$/m);
+    // back to its default: null, not a choice of its own
+    await ui.press(' ', 's');
+    await until(() => expect(client.sets).toHaveLength(2));
+    expect(client.sets[1].body).toEqual({ 'aaaaaaaa-0000-4000-8000-000000000001': { tools: { delete_file: null } } });
+    await ui.press(KEY.escape);
+    await ui.see('APPROVED GRANTS');
+    await ui.press(KEY.escape);
+    await ui.see('svc review: pending access requests');
   });
 });

@@ -13,5 +13,7 @@ export function daemonReviewClient(client: Pick<DaemonClient, 'request'>): Revie
     heldCalls: async () => (await client.request<{ data: HeldCall[] }>('GET', '/svc/v1/calls?status=pending')).body.data,
     approveCall: async (id) => (await client.request<HeldCall>('POST', `/svc/v1/calls/${enc(id)}/approve`, {})).body,
     denyCall: async (id) => (await client.request<HeldCall>('POST', `/svc/v1/calls/${enc(id)}/deny`)).body,
+    approvedGrants: async () => (await client.request<{ data: PendingRequest[] }>('GET', '/svc/v1/access-requests?status=approved')).body.data,
+    setTools: async (id, body) => (await client.request('PUT', `/svc/v1/access-requests/${enc(id)}/tools`, body)).body,
   };
 }

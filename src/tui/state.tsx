@@ -2,7 +2,16 @@ import { createContext, type ReactNode, useContext } from 'react';
 import type { ToolChoice } from '../store/schema.js';
 import { type AppRole, type HeldCall, type PendingRequest, ROLES, ROLE_NAMES, type ReviewData } from './types.js';
 
-export type Screen = 'list' | 'detail' | 'call';
+export type Screen = 'list' | 'detail' | 'call' | 'grants' | 'grant';
+
+/** One approved grant's tool choices, being changed (the `grant` screen). */
+export interface GrantState {
+  id: string;
+  data: ReviewData | null;
+  cursor: number;
+  /** what the reviewer picked, per instance and tool */
+  picks: Record<string, Record<string, ToolChoice>>;
+}
 
 export interface Notice {
   kind: 'error' | 'info';
@@ -29,6 +38,10 @@ export interface UIState {
   calls: HeldCall[];
   /** The held call open on the `call` screen. */
   callId: string | null;
+  /** The reviewer's approved grants (the `grants` screen), and the one open (`grant`). */
+  grants: PendingRequest[];
+  grantCursor: number;
+  grant: GrantState | null;
   requests: PendingRequest[];
   /** false until the first list answer (or failure) arrives */
   loaded: boolean;
@@ -44,6 +57,10 @@ export interface UIState {
 export type Action =
   | { type: 'list-loaded'; requests: PendingRequest[]; calls?: HeldCall[] }
   | { type: 'open-call'; id: string }
+  | { type: 'open-grants' }
+  | { type: 'grants-loaded'; grants: PendingRequest[] }
+  | { type: 'open-grant'; id: string }
+  | { type: 'grant-loaded'; data: ReviewData }
   | { type: 'call-decided'; id: string; text: string }
   | { type: 'list-failed'; message: string }
   | { type: 'move'; delta: number }
@@ -61,6 +78,9 @@ export const initialState = (now: number): UIState => ({
   screen: 'list',
   calls: [],
   callId: null,
+  grants: [],
+  grantCursor: 0,
+  grant: null,
   requests: [],
   loaded: false,
   pollError: null,
@@ -95,6 +115,26 @@ export function initialPicks(data: ReviewData): Record<string, Record<string, To
 }
 
 const NEXT_CHOICE: Record<ToolChoice, ToolChoice> = { allow: 'ask', ask: 'deny', deny: 'allow' };
+
+/** The tools of a grant one may choose for: the rows the `grant` screen's cursor visits. */
+export function grantToolRows(data: ReviewData | null): { instance: string; name: string }[] {
+  return (data?.tool_choices ?? []).flatMap((c) => c.tools.filter((t) => !t.owner_denied).map((t) => ({ instance: c.instance_id, name: t.name })));
+}
+
+/** The change a grant screen saves: each tool picked otherwise than it stands, or null when that is its default. */
+export function grantChanges(data: ReviewData, picks: GrantState['picks']): Record<string, { tools: Record<string, ToolChoice | null> }> {
+  const out: Record<string, { tools: Record<string, ToolChoice | null> }> = {};
+  for (const c of data.tool_choices ?? []) {
+    const tools: Record<string, ToolChoice | null> = {};
+    for (const t of c.tools) {
+      const picked = picks[c.instance_id]?.[t.name];
+      if (t.owner_denied || !picked || picked === t.choice) continue;
+      tools[t.name] = picked === (c.default ?? t.default_choice) ? null : picked;
+    }
+    if (Object.keys(tools).length > 0) out[c.instance_id] = { tools };
+  }
+  return out;
+}
 
 /** The list's rows, held calls first: what its cursor moves over. */
 export const listRows = (s: Pick<UIState, 'calls' | 'requests'>): { kind: 'call' | 'request'; id: string }[] => [
@@ -133,6 +173,17 @@ export function reducer(state: UIState, action: Action): UIState {
     }
     case 'open-call':
       return { ...state, screen: 'call', callId: action.id, notice: null };
+    case 'open-grants':
+      return { ...state, screen: 'grants', notice: null, detail: null, callId: null };
+    case 'grants-loaded':
+      return { ...state, grants: action.grants, grantCursor: clamp(state.grantCursor, action.grants.length - 1) };
+    case 'open-grant':
+      return { ...state, screen: 'grant', notice: null, grant: { id: action.id, data: null, cursor: 0, picks: {} } };
+    case 'grant-loaded': {
+      if (!state.grant || state.grant.id !== action.data.id) return state;
+      const picks = Object.fromEntries((action.data.tool_choices ?? []).map((c) => [c.instance_id, Object.fromEntries(c.tools.map((t) => [t.name, t.choice]))]));
+      return { ...state, grant: { ...state.grant, data: action.data, picks, cursor: clamp(state.grant.cursor, grantToolRows(action.data).length - 1) } };
+    }
     case 'call-decided': {
       const calls = state.calls.filter((c) => c.id !== action.id);
       const back = state.screen === 'call' && state.callId === action.id;
@@ -149,6 +200,11 @@ export function reducer(state: UIState, action: Action): UIState {
       return { ...state, loaded: true, pollError: action.message };
     case 'move': {
       if (state.screen === 'list') return { ...state, cursor: clamp(state.cursor + action.delta, listRows(state).length - 1) };
+      if (state.screen === 'grants') return { ...state, grantCursor: clamp(state.grantCursor + action.delta, state.grants.length - 1) };
+      if (state.screen === 'grant') {
+        if (!state.grant) return state;
+        return { ...state, grant: { ...state.grant, cursor: clamp(state.grant.cursor + action.delta, grantToolRows(state.grant.data).length - 1) } };
+      }
       if (!state.detail) return state;
       const rows = selectableRows(state.detail.data).length;
       return { ...state, detail: { ...state.detail, cursor: clamp(state.detail.cursor + action.delta, rows - 1) } };
@@ -181,6 +237,13 @@ export function reducer(state: UIState, action: Action): UIState {
       };
     }
     case 'toggle': {
+      if (state.screen === 'grant' && state.grant?.data) {
+        const g = state.grant;
+        const row = grantToolRows(g.data)[g.cursor];
+        if (!row) return state;
+        const mine = g.picks[row.instance] ?? {};
+        return { ...state, notice: null, grant: { ...g, picks: { ...g.picks, [row.instance]: { ...mine, [row.name]: NEXT_CHOICE[mine[row.name] ?? 'allow'] } } } };
+      }
       const d = state.detail;
       if (state.screen !== 'detail' || !d?.data) return state;
       const row = selectableRows(d.data)[d.cursor];
@@ -206,7 +269,9 @@ export function reducer(state: UIState, action: Action): UIState {
       return { ...state, notice: null, detail: { ...d, role: next } };
     }
     case 'back':
-      return { ...state, screen: 'list', detail: null, callId: null, notice: null };
+      // a grant goes back to the grants; everything else to the list
+      if (state.screen === 'grant') return { ...state, screen: 'grants', grant: null, notice: null };
+      return { ...state, screen: 'list', detail: null, callId: null, grant: null, notice: null };
     case 'busy':
       return { ...state, busy: action.busy };
     case 'decided': {

@@ -30,6 +30,9 @@ export interface ReviewClient {
   heldCalls?(): Promise<HeldCall[]>;
   approveCall?(id: string): Promise<HeldCall>;
   denyCall?(id: string): Promise<HeldCall>;
+  /** the approved grants this reviewer may change, and the change of one's tool choices */
+  approvedGrants?(): Promise<PendingRequest[]>;
+  setTools?(id: string, body: Record<string, { tools: Record<string, 'allow' | 'ask' | 'deny' | null> }>): Promise<unknown>;
 }
 
 /** Lowest first: `r` cycles through these up to max_grantable_role. */

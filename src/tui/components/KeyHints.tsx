@@ -12,9 +12,11 @@ export interface KeyHintsProps {
 }
 
 const HINTS: Record<Screen, string> = {
-  list: '↑↓/jk move  Enter open  q quit',
+  list: '↑↓/jk move  Enter open  g grants  q quit',
   detail: '↑↓/jk move  space toggle/choose  r role  a approve  d deny  Esc back  q quit',
   call: 'a approve  d deny  Esc back  q quit',
+  grants: '↑↓/jk move  Enter tool choices  Esc back  q quit',
+  grant: '↑↓/jk move  space allow/ask/deny  s save  Esc back  q quit',
 };
 const ON_CALL = '↑↓/jk move  Enter arguments  a approve  d deny  q quit';
 /** A request decided elsewhere, or expired: only what still works is offered. */
