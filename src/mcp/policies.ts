@@ -98,10 +98,15 @@ export class ToolPolicies {
     private readonly reviewFetchMs: number,
   ) {}
 
-  /** Fetches the instance's list into the cache, once at a time per instance, and not again soon after a failure. */
-  private fetch(instance: McpInstanceRecord, timeoutMs?: number): Promise<void> {
+  /**
+   * Fetches the instance's list into the cache, once at a time per instance. A review does not try
+   * again soon after a failure (it would wait on a dead server at every look); a call always tries,
+   * since it goes to that server anyway, and a list that failed during the review must not leave a
+   * destructive tool without its question once the server is back.
+   */
+  private fetch(instance: McpInstanceRecord, timeoutMs?: number, forCall = false): Promise<void> {
     const failed = this.failedAt.get(instance.id);
-    if (!instance.enabled || (failed !== undefined && this.clock() - failed < FAILED_FETCH_PAUSE_MS)) return Promise.resolve();
+    if (!instance.enabled || (!forCall && failed !== undefined && this.clock() - failed < FAILED_FETCH_PAUSE_MS)) return Promise.resolve();
     let running = this.fetching.get(instance.id);
     if (!running) {
       running = this.tools
@@ -132,7 +137,7 @@ export class ToolPolicies {
     const before = await find();
     if (before.tool) return before.tool.annotations ?? {};
     if (before.cache && this.clock() - Date.parse(before.cache.refreshed_at) < LIST_FRESH_MS) return undefined;
-    await this.fetch(instance);
+    await this.fetch(instance, undefined, true);
     const after = (await find()).tool;
     return after ? (after.annotations ?? {}) : undefined;
   }
