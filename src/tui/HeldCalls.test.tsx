@@ -167,7 +167,7 @@ describe('tool choices in the detail of a request', () => {
     expect(frame).toMatch(/^ {8}allow read_file {2}read-only$/m);
     expect(frame).toMatch(/^ {8}ask {3}delete_file {2}destructive$/m);
     expect(frame).toMatch(/^ {8}deny {2}format_disk \(owner: denied\)$/m);
-    expect(frame).toContain('tools not known (the server did not answer)');
+    expect(frame).toContain('tools not known (no answer from the server)');
     // down to read_file, then delete_file: allow -> ask, then ask -> deny -> allow
     await ui.press('j');
     await ui.see(/^ {6}› allow read_file/m);

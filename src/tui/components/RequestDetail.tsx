@@ -150,7 +150,7 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, picks
         if (line.kind === 'unknown-tools')
           return (
             <Text key={`t${start + i}`} wrap="truncate-end" {...tone(color, 'muted')}>
-              {'        '}tools not known (the server did not answer): each gets its default when called
+              {'        '}tools not known (no answer from the server): each gets its default
             </Text>
           );
         if (line.kind === 'tool') {
