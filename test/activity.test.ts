@@ -8,7 +8,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
+import { execa } from 'execa';
+import { BIN, cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
@@ -241,6 +242,66 @@ describe('activity and per-grant limits', () => {
     const shown = await runSvcInProcess(['requests', 'show', g.id.slice(0, 8), '--json'], { env: cleanEnv({ SVC_HOME: d.dataDir }) });
     expect(shown.exitCode, shown.stderr).toBe(0);
     expect(JSON.parse(shown.stdout)).toMatchObject({ usage: { calls: 1, tokens_in: 1, tokens_out: 1 }, limits: { requests_per_minute: null, tokens_per_day: 1000 } });
+  });
+});
+
+describe('the CLI: svc activity, and limits from svc requests', () => {
+  let d: TestDaemon;
+  let admin: Api;
+  let clientId: string;
+  const env = () => cleanEnv({ SVC_HOME: d.dataDir });
+
+  beforeAll(async () => {
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    admin = await new Api(d.url).login('admin', d.adminPassword);
+    clientId = (await registerClient(admin, { name: 'CLI App', public: true })).clientId;
+  });
+  afterAll(() => d.stop());
+
+  const draft = async () =>
+    (await new Api(d.url).post('/svc/v1/apps/request-access', { app_client_id: clientId, flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1' } })).body.id as string;
+
+  it('approve --rpm --tokens-per-day sets both; limits shows and changes them; none removes one; bad values are usage errors', async () => {
+    const id = await draft();
+    const approved = await runSvcInProcess(['requests', 'approve', id.slice(0, 8), '--rpm', '2', '--tokens-per-day', '100'], { env: env() });
+    expect(approved.exitCode, approved.stderr).toBe(0);
+    const shown = await runSvcInProcess(['requests', 'limits', id.slice(0, 8)], { env: env() });
+    expect(shown.stdout).toBe('2 calls a minute; 100 tokens a day\n');
+    const changed = await runSvcInProcess(['requests', 'limits', id.slice(0, 8), '--rpm', 'none', '--json'], { env: env() });
+    expect(JSON.parse(changed.stdout).limits).toEqual({ requests_per_minute: null, tokens_per_day: 100 });
+    for (const bad of [['--rpm', '0'], ['--tokens-per-day', '-5'], ['--rpm', '1.5']]) {
+      const res = await runSvcInProcess(['requests', 'limits', id.slice(0, 8), ...bad], { env: env() });
+      expect(res.exitCode, bad.join(' ')).toBe(2);
+    }
+    expect((await admin.get(`/svc/v1/access-requests/${id}/review`)).body.limits).toEqual({ requests_per_minute: null, tokens_per_day: 100 });
+  });
+
+  it('svc activity lists a grant’s events (a short id works), and --follow prints new ones as they happen', async () => {
+    const id = await draft();
+    const scope = (await admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' })).body.access_request_scope;
+    const token = (await authorize(await oidcConfig(d, clientId), admin, scope)).tokens!.access_token;
+    const call = () => fetch(`${d.url}/v1/models`, { headers: { Authorization: `Bearer ${token}` } });
+    expect((await call()).status).toBe(200);
+    const listed = await until('the event in svc activity', async () => runSvcInProcess(['activity', '--request', id.slice(0, 8), '--json'], { env: env() }), (r) => r.stdout.includes('"kind": "models"'));
+    expect(JSON.parse(listed.stdout)[0]).toMatchObject({ access_request_id: id, kind: 'models', outcome: 'ok' });
+    const table = await runSvcInProcess(['activity', '--request', id.slice(0, 8)], { env: env() });
+    expect(table.stdout.split('\t')).toContain('models');
+
+    const follow = execa('node', [BIN, 'activity', '--follow', '--json', '--request', id], { env: env(), extendEnv: false, reject: false });
+    let out = '';
+    follow.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    try {
+      await until('the first event printed', async () => out, (o) => o.split('\n').filter(Boolean).length >= 1, 10_000);
+      expect((await call()).status).toBe(200);
+      expect((await call()).status).toBe(200);
+      await until('two more events, as they happen', async () => out, (o) => o.split('\n').filter(Boolean).length >= 3, 10_000);
+      const lines = out.trim().split('\n').map((l) => JSON.parse(l));
+      expect(lines.every((e) => e.access_request_id === id)).toBe(true);
+      expect(Number(lines[2].id)).toBeGreaterThan(Number(lines[1].id));
+    } finally {
+      follow.kill('SIGTERM');
+      await follow;
+    }
   });
 });
 

@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { AppError } from '../errors.js';
 import { inert } from '../text.js';
 import { VERSION } from '../version.js';
+import { registerActivity } from './commands/activity.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';
 import { registerKeys } from './commands/keys.js';
@@ -42,6 +43,7 @@ export function buildProgram(o: Output): Command {
   registerSession(program, o);
   registerRequests(program, o);
   registerReview(program, o);
+  registerActivity(program, o);
   registerKeys(program, o);
   registerMcp(program, o);
   registerUsers(program, o);

@@ -3,6 +3,7 @@ import { CLIENT_KIND_BADGES, unverifiedReason } from '../../access-requests/clie
 import { APP_ROLE_NAMES } from '../../auth/roles.js';
 import { type AppRole, accessRequestStatuses } from '../../store/vocabulary.js';
 import { DaemonClient, usage } from '../client.js';
+import { CliError } from '../errors.js';
 import { resolveId, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
@@ -32,6 +33,25 @@ function remaining(seconds: number): string {
   return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
 }
 
+type Limits = { requests_per_minute: number | null; tokens_per_day: number | null };
+
+/** `--rpm` and `--tokens-per-day` as a limits body; `none` (where allowed) removes one. Undefined when neither is given. */
+function limitsFrom(opts: { rpm?: string; tokensPerDay?: string }, allowNone: boolean): Partial<Limits> | undefined {
+  const one = (flag: string, text: string | undefined) => {
+    if (text === undefined) return undefined;
+    if (allowNone && text === 'none') return null;
+    if (!/^[1-9]\d{0,11}$/.test(text)) throw usage(`${flag} takes a whole number above 0${allowNone ? ' or none' : ''}, not "${text}".`);
+    return Number(text);
+  };
+  const rpm = one('--rpm', opts.rpm);
+  const tokens = one('--tokens-per-day', opts.tokensPerDay);
+  if (rpm === undefined && tokens === undefined) return undefined;
+  return { ...(rpm !== undefined ? { requests_per_minute: rpm } : {}), ...(tokens !== undefined ? { tokens_per_day: tokens } : {}) };
+}
+
+const describeLimits = (l: Limits) =>
+  `${l.requests_per_minute === null ? 'no limit on calls a minute' : `${l.requests_per_minute} calls a minute`}; ${l.tokens_per_day === null ? 'no limit on tokens a day' : `${l.tokens_per_day} tokens a day`}`;
+
 const roleName = (role: string) => APP_ROLE_NAMES[role as AppRole] ?? role;
 
 export function registerRequests(program: Command, o: Output): void {
@@ -48,6 +68,7 @@ export function registerRequests(program: Command, o: Output): void {
   $ svc requests approve 3f2c... --role scope_user_user --mcp https://mcp.example.test/mcp=9b1e...
   $ svc requests deny 3f2c...
   $ svc requests revoke 3f2c...
+  $ svc requests limits 3f2c... --rpm 60 --tokens-per-day 200000
 `,
     );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
@@ -104,6 +125,14 @@ export function registerRequests(program: Command, o: Output): void {
         ...(r.approved_role ? ([['approved role', role(r.approved_role)]] as [string, unknown][]) : []),
         ['expires', r.status === 'draft' ? `${r.expires_at} (in ${remaining(r.expires_in_seconds)})` : r.expires_at],
       ]);
+      if (r.usage) {
+        const u = r.usage;
+        printFields(o, [
+          ['used', `${u.calls} calls (${u.refused} refused), ${u.tokens_in} tokens in, ${u.tokens_out} out; today ${u.today.calls} calls, ${u.today.tokens} tokens`],
+          ['last used', u.last_used_at ?? 'never'],
+        ]);
+      }
+      if (r.limits) printFields(o, [['limits', describeLimits(r.limits)]]);
       for (const server of r.mcp_servers) {
         const granted = new Set(r.approved?.mcp_servers.find((s) => s.url === server.url)?.instance_ids ?? []);
         printFields(o, [['mcp server', server.url]]);
@@ -120,8 +149,11 @@ export function registerRequests(program: Command, o: Output): void {
     .addOption(new Option('--role <role>', 'approved role (default: where the review page starts: the lowest that serves the request, else the requested one capped at what you may grant)').choices(['scope_user_user', 'scope_user_power_user']))
     .option('--mcp <url=instance_id>', 'grant this instance for this requested URL (repeatable; the id or a unique prefix)', collect, [])
     .option('--no-mcp', 'grant no MCP instance at all')
+    .option('--rpm <n>', 'limit the grant to n calls a minute (429 beyond)')
+    .option('--tokens-per-day <n>', 'limit the grant to n upstream tokens a day (429 beyond, until local midnight)')
     .option('--json', 'machine-readable output')
-    .action(async (typed: string, opts: { role?: string; mcp: string[] | false; json?: boolean }, cmd: Command) => {
+    .action(async (typed: string, opts: { role?: string; mcp: string[] | false; rpm?: string; tokensPerDay?: string; json?: boolean }, cmd: Command) => {
+      const limits = limitsFrom(opts, false);
       const client = await connect(cmd);
       const id = await requestId(client, typed);
       const review = (await client.request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`)).body;
@@ -151,7 +183,7 @@ export function registerRequests(program: Command, o: Output): void {
       const { body } = await client.request<{ id: string; status: string; approved_role?: string; access_request_scope?: string }>(
         'PUT',
         `/svc/v1/access-requests/${enc(id)}/approve`,
-        { approved_role: role, approved: { version: '1', mcp_servers } },
+        { approved_role: role, approved: { version: '1', mcp_servers }, ...(limits ? { limits } : {}) },
       );
       if (opts.json) return printJson(o, body);
       if (body.status === 'denied') {
@@ -163,6 +195,25 @@ export function registerRequests(program: Command, o: Output): void {
       o.err(
         `Approved ${body.id} as ${body.approved_role}, ${granted.length ? `granting ${granted.join(', ')}` : 'with no MCP instance'}.${left.length ? ` Not granted: ${left.join(', ')}.` : ''}\n`,
       );
+    });
+
+  requests
+    .command('limits <id>')
+    .description("Show or set a grant's limits: calls a minute and upstream tokens a day (none removes one)")
+    .option('--rpm <n|none>', 'calls a minute')
+    .option('--tokens-per-day <n|none>', 'upstream tokens (in + out) a local calendar day')
+    .option('--json', 'machine-readable output')
+    .addHelpText('before', 'Examples:\n  $ svc requests limits 3f2c9a --rpm 60 --tokens-per-day 200000\n  $ svc requests limits 3f2c9a --rpm none\n  $ svc requests limits 3f2c9a\n')
+    .action(async (typed: string, opts: { rpm?: string; tokensPerDay?: string; json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await requestId(client, typed);
+      const change = limitsFrom(opts, true);
+      const limits = change
+        ? (await client.request<{ limits: Limits }>('PUT', `/svc/v1/access-requests/${enc(id)}/limits`, change)).body.limits
+        : (await client.request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`)).body.limits;
+      if (!limits) throw new CliError(`Request ${shortId(id)} is not an approved grant, so it has no limits.`);
+      if (opts.json) return printJson(o, { id, limits });
+      o.out(`${describeLimits(limits)}\n`);
     });
 
   requests
