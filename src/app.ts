@@ -8,7 +8,7 @@ import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
-import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL } from './daemon-info.js';
+import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL, QUIET_HEADER } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
 import { requireSession, sessionMiddleware } from './auth/sessions.js';
@@ -192,15 +192,30 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   let requestCount = 0;
-  const requestLevel = config.logFormat === 'human' ? 'info' : 'debug';
   const tagRequest: Middleware<AppState> = async function tagRequest(ctx, next) {
     ctx.state.requestId = idPrefix + (++requestCount).toString(36);
     const started = performance.now();
     try {
       await next();
     } finally {
-      // a person at a terminal sees a short line per request; JSON logs keep them at debug
-      deps.logger[requestLevel]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+      // A line per request, naming the app, its grant and the model or tool (never content). The
+      // review surfaces' own polling says so (QUIET_HEADER) and stays at debug.
+      const grant = ctx.state.grant;
+      const note = ctx.state.activity;
+      const status = ctx.respond === false ? ctx.res.statusCode : ctx.status;
+      deps.logger[ctx.get(QUIET_HEADER) ? 'debug' : 'info'](
+        {
+          requestId: ctx.state.requestId,
+          method: ctx.method,
+          path: ctx.path,
+          status,
+          ms: Math.round(performance.now() - started),
+          ...(grant ? { app: grant.clientId, grant: grant.record.id.slice(0, 8) } : {}),
+          ...(note?.model ? { model: note.model } : {}),
+          ...(note?.tool ? { tool: note.tool } : {}),
+        },
+        'request',
+      );
     }
   };
   const common: Middleware<AppState>[] = [tagRequest, errorMiddleware(deps.logger, deps.config.bodyLimit), securityHeaders, hostCheck(hosts), appCors];

@@ -113,6 +113,11 @@ describe('activity and per-grant limits', () => {
     expect(events[3]).toMatchObject({ model: 'fake-model', tokens_in: 1, tokens_out: 1, outcome: 'ok' });
     expect(Number(events[0].id)).toBeGreaterThan(Number(events[1].id));
 
+    // the daemon's log line names the app, the grant and the model, at info in the JSON format too
+    const lines = logs().split('\n').filter((l) => l.includes('"msg":"request"') && l.includes(`"grant":"${g.id.slice(0, 8)}"`));
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    expect(JSON.parse(lines[0])).toMatchObject({ level: 30, app: clientId, grant: g.id.slice(0, 8), model: 'fake-model', path: '/v1/chat/completions' });
+
     const review = (await alice.get(`/svc/v1/access-requests/${g.id}/review`)).body;
     expect(review.usage).toMatchObject({ calls: 4, refused: 0, tokens_in: 14, tokens_out: 15, today: { calls: 4, tokens: 29 } });
     expect(review.limits).toEqual({ requests_per_minute: null, tokens_per_day: null });
@@ -233,6 +238,17 @@ describe('activity and per-grant limits', () => {
     const res = await alice.put(`/svc/v1/access-requests/${badAtApproval.body.id}/approve`, { approved_role: 'scope_user_user', limits: { tokens_per_day: 0 } });
     expect(res.status).toBe(400);
     expect((await alice.get(`/svc/v1/access-requests/${badAtApproval.body.id}/review`)).body.status).toBe('draft');
+  });
+
+  it('the review surfaces’ polling is logged at debug, so it does not fill the log at info', async () => {
+    await alice.get('/svc/v1/access-requests?status=draft', { 'x-svc-quiet': '1' });
+    await alice.get('/svc/v1/access-requests?status=approved');
+    const requestLines = logs()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"') && l.includes('/svc/v1/access-requests'))
+      .map((l) => JSON.parse(l) as { level: number; path: string });
+    expect(requestLines.filter((l) => l.level === 20).length).toBeGreaterThanOrEqual(1);
+    expect(requestLines.at(-1)!.level).toBe(30);
   });
 
   it('svc requests show --json carries the usage and the limits', async () => {
