@@ -47,6 +47,7 @@ import { proxyRoutes } from './proxy/routes.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
 import { mountReviewUi } from './ui/review.js';
+import { mountAppsUi } from './ui/apps.js';
 import { signInPages } from './ui/sign-in.js';
 import { VERSION } from './version.js';
 
@@ -188,6 +189,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   mountLoginUi(router, deps, login, sameOrigin);
   mountHomeUi(router, deps, requests);
   mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin);
+  mountAppsUi(router, deps, requests, activity, (u) => instances.listOwned(u), sameOrigin);
 
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;

@@ -22,6 +22,7 @@ export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: A
 ${drafts.length === 0
   ? html`<p class="muted">No access requests are waiting.</p>`
   : html`<ul>${drafts.map((r) => html`<li><a href="/ui/apps/access-requests/review?id=${encodeURIComponent(r.id)}"><code>${r.app_client_id}</code></a> asks for ${APP_ROLE_NAMES[r.requested_role]}</li>`)}</ul>`}
+<p><a href="/ui/apps" id="apps-link">Apps you let in</a>: what each does, its limits, and Revoke.</p>
 <p class="muted"><a href="/swagger-ui">API reference</a></p>
 </div>`);
   });

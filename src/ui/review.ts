@@ -39,7 +39,7 @@ const reviewHref = (id: string) => `${REVIEW_PATH}?id=${encodeURIComponent(id)}`
 const loginHref = (id: string) => `/ui/login?next=${encodeURIComponent(reviewHref(id))}`;
 
 /** Constant-time comparison of the form's token with the session's. */
-function sameToken(given: unknown, expected: string | undefined): boolean {
+export function sameToken(given: unknown, expected: string | undefined): boolean {
   if (typeof given !== 'string' || !expected) return false;
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
@@ -52,7 +52,7 @@ function strings(value: unknown): string[] {
   return list.filter((v): v is string => typeof v === 'string' && v.length > 0 && v.length <= 100).slice(0, 100);
 }
 
-const formOf = (ctx: AppContext): Form => {
+export const formOf = (ctx: AppContext): Form => {
   const body = (ctx.request as { body?: unknown }).body;
   return body && typeof body === 'object' && !Array.isArray(body) ? (body as Form) : {};
 };
