@@ -292,6 +292,25 @@ describe('the CLI: svc activity, and limits from svc requests', () => {
     expect((await admin.get(`/svc/v1/access-requests/${id}/review`)).body.limits).toEqual({ requests_per_minute: null, tokens_per_day: 100 });
   });
 
+  it('svc status says how many requests wait, how many grants and keys are active, and each provider’s last discovery', async () => {
+    const waiting = await draft();
+    const granted = await draft();
+    await admin.put(`/svc/v1/access-requests/${granted}/approve`, { approved_role: 'scope_user_user' });
+    expect((await admin.post('/svc/v1/keys', { name: 'status key', role: 'scope_user_user', mcp_servers: [], expires_in: null })).status).toBe(201);
+    expect((await admin.post('/svc/v1/providers', { name: 'gone', base_url: 'http://127.0.0.1:9/v1' })).status).toBe(201);
+    const status = await runSvcInProcess(['status', '--json'], { env: env() });
+    expect(status.exitCode, status.stderr).toBe(0);
+    const body = JSON.parse(status.stdout);
+    expect(body.requests_waiting).toBeGreaterThanOrEqual(1);
+    expect(body.grants_active).toBeGreaterThanOrEqual(1);
+    expect(body.keys_active).toBeGreaterThanOrEqual(1);
+    expect(body.providers).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'gone', discovery_error: expect.any(String) })]));
+    const table = await runSvcInProcess(['status'], { env: env() });
+    expect(table.stdout).toMatch(/waiting\t\d+ access requests?/);
+    expect(table.stdout).toContain('provider gone\tdiscovery failed');
+    void waiting;
+  });
+
   it('svc activity lists a grant’s events (a short id works), and --follow prints new ones as they happen', async () => {
     const id = await draft();
     const scope = (await admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user' })).body.access_request_scope;

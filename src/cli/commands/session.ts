@@ -7,6 +7,26 @@ import { CliError } from '../errors.js';
 import { type Output, printFields, printJson } from '../output.js';
 import { readSecret } from '../prompt.js';
 
+/**
+ * What waits and what runs, as the logged-in user may see it: requests waiting for a decision,
+ * active grants (an API key's grant counts as its key), and each provider's last discovery.
+ */
+async function overviewOf(client: DaemonClient) {
+  type Row = { status: string; app_client_id: string };
+  const [drafts, approved, providers] = await Promise.all([
+    client.request<{ data: Row[] }>('GET', '/svc/v1/access-requests?status=draft'),
+    client.request<{ data: Row[] }>('GET', '/svc/v1/access-requests?status=approved'),
+    client.request<{ data: { name: string; discovered_at: string | null; discovery_error: string | null }[] }>('GET', '/svc/v1/providers').catch(() => ({ body: { data: [] } })),
+  ]);
+  const keys = approved.body.data.filter((r) => r.app_client_id.startsWith('svc-key:')).length;
+  return {
+    requests_waiting: drafts.body.data.length,
+    grants_active: approved.body.data.length - keys,
+    keys_active: keys,
+    providers: providers.body.data.map((p) => ({ name: p.name, discovered_at: p.discovered_at, discovery_error: p.discovery_error })),
+  };
+}
+
 export function registerSession(program: Command, o: Output): void {
   program
     .command('status')
@@ -23,6 +43,7 @@ export function registerSession(program: Command, o: Output): void {
       } catch {
         /* reported below */
       }
+      const overview = user ? await overviewOf(client) : null;
       const status = {
         running: health !== null,
         url: health ? client.url : null,
@@ -31,6 +52,7 @@ export function registerSession(program: Command, o: Output): void {
         cli_version: VERSION,
         pid: health ? (client.info?.pid ?? null) : null,
         logged_in_as: user ? user.username : null,
+        ...(overview ?? {}),
       };
       if (opts.json) printJson(o, status);
       else
@@ -41,6 +63,13 @@ export function registerSession(program: Command, o: Output): void {
           ['version', status.daemon_version ?? `${VERSION} (cli)`],
           ['pid', status.pid ?? ''],
           ['logged in as', status.logged_in_as ?? (status.running ? 'nobody (run `svc login`)' : '')],
+          ...(overview
+            ? ([
+                ['waiting', `${overview.requests_waiting} access request${overview.requests_waiting === 1 ? '' : 's'} (svc review)`],
+                ['active', `${overview.grants_active} grant${overview.grants_active === 1 ? '' : 's'}, ${overview.keys_active} API key${overview.keys_active === 1 ? '' : 's'} (svc activity)`],
+                ...overview.providers.map((p): [string, unknown] => [`provider ${p.name}`, p.discovery_error ? `discovery failed ${p.discovered_at ?? ''}: ${p.discovery_error}` : p.discovered_at ? `discovered ${p.discovered_at}` : 'not discovered yet']),
+              ] as [string, unknown][])
+            : []),
         ]);
       // The hint also goes to stderr, so `--json` callers and scripts see it too.
       if (!status.running) throw new CliError(`No svc daemon runs for the data dir ${status.data_dir}. Start one with \`svc serve\`.`, 1);
