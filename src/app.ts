@@ -132,7 +132,8 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const grantLimits = enforceGrantLimits(activity, deps.clock);
   // Outermost the activity, which sees every refusal; then who the caller is, the person's limits
   // on the grant, and the concurrency every grant gets.
-  const bearer: Middleware<AppState> = (ctx, next) => record(ctx, () => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next))));
+  const checked: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next)));
+  const bearer: Middleware<AppState> = config.activity ? (ctx, next) => record(ctx, () => checked(ctx, next)) : checked;
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());

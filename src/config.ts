@@ -49,6 +49,8 @@ export interface Config {
   /** Activity events older than this many days go (0 keeps them), and at most this many are kept. */
   activityRetentionDays: number;
   activityMaxEvents: number;
+  /** false: no activity is recorded (nothing of what apps do is kept; per-day token limits then count nothing) */
+  activity: boolean;
   /** Undecided drafts per app_client_id, and in all (429 beyond). */
   maxDraftsPerClient: number;
   maxDrafts: number;
@@ -83,6 +85,7 @@ export interface ConfigFlags {
   grantStreams?: string | number;
   activityRetentionDays?: string | number;
   activityMaxEvents?: string | number;
+  activity?: boolean;
   maxDraftsPerClient?: string | number;
   maxDrafts?: string | number;
   downloadQuota?: string;
@@ -200,6 +203,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     grantConcurrency: integer(pick(flags.grantConcurrency, 'SVC_GRANT_CONCURRENCY') ?? 32, 'grant-concurrency', 0, 100_000),
     grantStreams: integer(pick(flags.grantStreams, 'SVC_GRANT_STREAMS') ?? 8, 'grant-streams', 0, 100_000),
     activityRetentionDays: integer(pick(flags.activityRetentionDays, 'SVC_ACTIVITY_RETENTION_DAYS') ?? 30, 'activity-retention-days', 0, 36_500),
+    activity: flags.activity !== false && env.SVC_ACTIVITY !== '0' && env.SVC_ACTIVITY !== 'false',
     activityMaxEvents: integer(pick(flags.activityMaxEvents, 'SVC_ACTIVITY_MAX_EVENTS') ?? 100_000, 'activity-max-events', 1, 10_000_000),
     maxDraftsPerClient: integer(pick(flags.maxDraftsPerClient, 'SVC_MAX_DRAFTS_PER_CLIENT') ?? 20, 'max-drafts-per-client', 1, 1_000_000),
     maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),

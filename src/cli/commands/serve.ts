@@ -55,6 +55,7 @@ export function registerServe(program: Command, o: Output): void {
     .option('--grant-streams <n>', 'MCP streams one grant may hold open, 429 beyond, 0 = no limit (env SVC_GRANT_STREAMS)')
     .option('--activity-retention-days <n>', 'keep what apps did for n days, 0 = no age limit (env SVC_ACTIVITY_RETENTION_DAYS)')
     .option('--activity-max-events <n>', 'keep at most n activity events, the oldest go first (env SVC_ACTIVITY_MAX_EVENTS)')
+    .option('--no-activity', 'record no activity: nothing of what apps do is kept, and per-day token limits count nothing (env SVC_ACTIVITY=0)')
     .option('--max-drafts-per-client <n>', 'undecided access requests per app_client_id, 429 beyond (env SVC_MAX_DRAFTS_PER_CLIENT)')
     .option('--max-drafts <n>', 'undecided access requests in all, 429 beyond (env SVC_MAX_DRAFTS)')
     .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
