@@ -207,4 +207,29 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
       expect((await svc(['login', '--username', 'admin', '--password-stdin'], `${password}\n`)).exitCode).toBe(0);
     }
   });
+
+  it('Tab shows the apps let in, with their activity; r then y revokes one, and its key stops at once', async () => {
+    const created = await svc(['keys', 'create', 'Terminal key', '--json']);
+    expect(created.exitCode, created.stderr).toBe(0);
+    const key = JSON.parse(created.stdout) as { key: string; access_request_id: string };
+    const bearer = { Authorization: `Bearer ${key.key}` };
+    expect((await api().get('/v1/models', bearer)).status).toBe(200);
+    const term = await openTerminal('apps');
+    await term.waitFor('svc review: pending access requests');
+    await term.keys('Tab');
+    await term.waitFor('svc review: apps you let in');
+    await term.waitFor('API key "Terminal key"');
+    const screen = await term.waitFor(/models\s+200 ok/);
+    for (const line of screen.split('\n')) expect(line.length).toBeLessThanOrEqual(80);
+    // highlight the key's grant (the newest is first), then revoke it
+    await term.keys('r');
+    await term.waitFor('y revokes it now');
+    await term.keys('y');
+    await term.waitFor('its tokens stop on their next call');
+    expect((await api().get('/v1/models', bearer)).status).toBe(401);
+    const shown = JSON.parse((await svc(['requests', 'show', key.access_request_id, '--json'])).stdout);
+    expect(shown.status).toBe('revoked');
+    await term.keys('q');
+    await term.waitFor(/EXIT=0\b/);
+  });
 });
