@@ -127,7 +127,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
-  const openStreams = new OpenStreams();
+  const openStreams = new OpenStreams(config.maxStreams);
   const record = recordActivity(activity, deps.repos, deps.clock);
   const grantLimits = enforceGrantLimits(activity, deps.clock);
   // Outermost the activity, which sees every refusal; then who the caller is, the person's limits

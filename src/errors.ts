@@ -71,6 +71,8 @@ export const ERROR_CODES = {
   store_unavailable: { status: 503, type: 'server_error', when: 'the change could not be saved; nothing changed' },
   issuer_unavailable: { status: 503, type: 'upstream_error', when: 'the external issuer\'s keys cannot be fetched (Retry-After)' },
   starting: { status: 503, type: 'server_error', when: 'the daemon is still starting (Retry-After)' },
+  too_many_streams: { status: 503, type: 'server_error', when: 'svc holds as many open MCP streams as --max-streams allows (Retry-After)' },
+  upstream_busy: { status: 503, type: 'upstream_error', when: "every connection to the upstream was busy for the call's whole timeout (Retry-After)" },
   upstream_timeout: { status: 504, type: 'upstream_error', when: 'the upstream did not answer in time' },
 } as const satisfies Record<string, { status: number | 'upstream'; type: ErrorType; when: string }>;
 
