@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { resolveId } from '../ids.js';
+import { resolve } from '../ids.js';
 import { DaemonClient } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
@@ -68,8 +68,7 @@ export function registerClients(program: Command, o: Output): void {
     .description("Remove a client; its grants are revoked and its pending requests fail")
     .action(async (typed: string, _opts, cmd: Command) => {
       const client = await connect(cmd);
-      const { body } = await client.request<{ data: Client[] }>('GET', '/admin/v1/clients');
-      const clientId = resolveId(typed, body.data.map((c) => c.client_id), 'client');
+      const clientId = await resolve(client, 'client', typed);
       await client.request('DELETE', `/admin/v1/clients/${encodeURIComponent(clientId)}`);
       o.err(`Removed ${clientId}.\n`);
     });

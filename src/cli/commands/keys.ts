@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import { DaemonClient, usage } from '../client.js';
+import { resolve, resolveMcpSelections } from '../ids.js';
 import { type Output, printJson, printRows } from '../output.js';
 import { parseMcpSelections } from './requests.js';
 import type { z } from 'zod';
@@ -44,8 +45,9 @@ export function registerKeys(program: Command, o: Output): void {
     .option('--json', 'machine-readable output (includes the key)')
     .action(async (name: string, opts: { role: string; mcp: string[]; expires?: string; json?: boolean }, cmd: Command) => {
       const expires_in = opts.expires === undefined ? null : parseDuration(opts.expires);
-      const mcp_servers = parseMcpSelections(opts.mcp);
-      const { body } = await (await connect(cmd)).request<ApiKey & { key: string }>('POST', '/svc/v1/keys', { name, role: opts.role, mcp_servers, expires_in });
+      const client = await connect(cmd);
+      const mcp_servers = await resolveMcpSelections(client, parseMcpSelections(opts.mcp));
+      const { body } = await client.request<ApiKey & { key: string }>('POST', '/svc/v1/keys', { name, role: opts.role, mcp_servers, expires_in });
       if (opts.json) return printJson(o, body);
       o.out(`${body.key}\n`);
       o.err(
@@ -77,8 +79,10 @@ export function registerKeys(program: Command, o: Output): void {
     .command('revoke <id>')
     .description('Revoke a key (and its access request); it fails on its next call')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
-      const { body } = await (await connect(cmd)).request<{ id: string; access_request_id: string }>('POST', `/svc/v1/keys/${encodeURIComponent(id)}/revoke`);
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await resolve(client, 'key', typed);
+      const { body } = await client.request<{ id: string; access_request_id: string }>('POST', `/svc/v1/keys/${encodeURIComponent(id)}/revoke`);
       if (opts.json) return printJson(o, body);
       o.err(`Revoked API key ${body.id} (access request ${body.access_request_id}).\n`);
     });

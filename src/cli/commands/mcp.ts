@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { resolveId, shortId } from '../ids.js';
+import { resolve, shortId } from '../ids.js';
 import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
@@ -38,8 +38,7 @@ export function registerMcp(program: Command, o: Output): void {
   /** A connection and the full id of one of your instances, from the id or a unique prefix. */
   const target = async (cmd: Command, typed: string) => {
     const client = await connect(cmd);
-    const { body } = await client.request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
-    return { client, id: resolveId(typed, body.data.map((m) => m.id), 'instance') };
+    return { client, id: await resolve(client, 'instance', typed) };
   };
   const enc = encodeURIComponent;
 

@@ -3,7 +3,7 @@ import { CLIENT_KIND_BADGES, unverifiedReason } from '../../access-requests/clie
 import { APP_ROLE_NAMES } from '../../auth/roles.js';
 import { type AppRole, accessRequestStatuses } from '../../store/vocabulary.js';
 import { DaemonClient, usage } from '../client.js';
-import { resolveId, shortId } from '../ids.js';
+import { resolve, resolveMcpSelections, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
 import type { accessRequestSummary, reviewResponse } from '../../access-requests/schemas.js';
@@ -53,11 +53,7 @@ export function registerRequests(program: Command, o: Output): void {
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
   const enc = encodeURIComponent;
   /** The full id of a request from a unique prefix (6+ characters), among the requests you may see. */
-  const requestId = async (client: DaemonClient, typed: string) => {
-    if (/^[0-9a-f-]{36}$/i.test(typed)) return typed;
-    const { body } = await client.request<{ data: Summary[] }>('GET', '/svc/v1/access-requests');
-    return resolveId(typed, body.data.map((r) => r.id), 'request');
-  };
+  const requestId = (client: DaemonClient, typed: string) => resolve(client, 'request', typed);
 
   requests
     .command('list')
@@ -131,10 +127,7 @@ export function registerRequests(program: Command, o: Output): void {
         opts.mcp === false
           ? []
           : opts.mcp.length > 0
-            ? parseMcpSelections(opts.mcp).map((s) => {
-                const mine = review.mcp_servers.find((m) => m.url === s.url)?.instances.map((i) => i.id) ?? [];
-                return { url: s.url, instance_ids: s.instance_ids.map((i) => resolveId(i, mine, 'instance')) };
-              })
+            ? await resolveMcpSelections(client, parseMcpSelections(opts.mcp))
             : review.mcp_servers
                 .map((m) => ({ url: m.url, instance_ids: m.instances.filter((i) => i.enabled && i.selected).map((i) => i.id) }))
                 .filter((m) => m.instance_ids.length > 0);
