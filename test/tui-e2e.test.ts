@@ -96,7 +96,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
 
     const term = await openTerminal('review');
     await term.waitFor('No pending requests.');
-    expect(await term.screen()).toMatch(/^svc review: pending access requests\s+0 pending · admin\s*$/m);
+    expect(await term.screen()).toMatch(/^svc review: pending \(draft\) access requests\s+0 pending · admin\s*$/m);
 
     const created = await api().post('/svc/v1/apps/request-access', {
       app_client_id: clientId,
@@ -176,7 +176,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
 
   it('NO_COLOR: the same screen without a single colour', async () => {
     const term = await openTerminal('plain', { NO_COLOR: '1' });
-    await term.waitFor('pending access requests');
+    await term.waitFor('pending (draft) access requests');
     expect(await term.screen(true)).not.toMatch(SGR_COLOUR);
     await term.keys('q');
     await term.waitFor('EXIT=0');

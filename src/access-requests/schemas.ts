@@ -179,6 +179,8 @@ export const reviewResponse = z
       .optional()
       .describe('Requests made at the authorization endpoint for MCP proxy URLs: the instances the app signs in for. Approving with none of them denies the sign-in, since its token could reach nothing.'),
     replaced_by: z.string().optional().describe('Revoked because a later sign-in of the same app and person, for the same resources, replaced it: that request'),
+    decided_at: z.string().optional().describe('When it was approved or denied; absent while undecided'),
+    revoked_at: z.string().optional().describe('When it was revoked; only when revoked'),
     approved_role: appRole.optional(),
     approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
     mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),
@@ -207,5 +209,12 @@ export const accessRequestSummary = z
   })
   .meta({ id: 'AccessRequestSummary' });
 
-export const listQuery = z.object({ status: accessRequestStatus.optional() });
+export const listQuery = z.object({
+  status: z
+    .enum([...accessRequestStatuses, 'pending'])
+    .optional()
+    // the review page and `svc review` call a draft pending: either word finds it
+    .transform((s) => (s === 'pending' ? 'draft' : s))
+    .describe('Only requests with this status; `pending` is the same as `draft` (the word the review page and `svc review` use)'),
+});
 export const listResponse = z.object({ data: z.array(accessRequestSummary) });

@@ -45,7 +45,7 @@ describe('the list', () => {
     client.add({ app_name: 'Notes App', expires_at: new Date(NOW + 125_000).toISOString() });
     const ui = mount(client, { tickMs: 1000 });
     await ui.see(/^› Notes App\s+scope_user_power_user\s+2\s+2:05$/m);
-    expect(ui.frame()).toMatch(/^svc review: pending access requests\s+1 pending · admin$/m);
+    expect(ui.frame()).toMatch(/^svc review: pending \(draft\) access requests\s+1 pending · admin$/m);
     ui.clock.advance(1000);
     await ui.see(/2:04$/m, 2500);
   });

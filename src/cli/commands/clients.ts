@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { resolve } from '../ids.js';
 import { DaemonClient } from '../client.js';
-import { type Output, printJson, printRows } from '../output.js';
+import { type Output, printJson, printRows, when } from '../output.js';
 import type { z } from 'zod';
 import type { oauthClient } from '../../oauth/clients.js';
 
@@ -55,10 +55,10 @@ export function registerClients(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Client[] }>('GET', '/admin/v1/clients');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'client id', value: (c) => c.client_id },
+        { header: 'client id', value: (c) => c.client_id, copy: true },
         { header: 'name', value: (c) => c.name },
         { header: 'type', value: (c) => (c.public ? 'public' : 'confidential') },
-        { header: 'registered', value: (c) => (c.kind === 'dynamic' ? `by itself, used ${c.last_used_at?.slice(0, 10) ?? 'never'}` : 'by admin') },
+        { header: 'registered', value: (c) => (c.kind === 'dynamic' ? `by itself, used ${c.last_used_at ? when(o, c.last_used_at) : 'never'}` : 'by admin') },
         { header: 'redirect uris', value: (c) => c.redirect_uris.join(' ') },
       ]);
     });

@@ -1,7 +1,7 @@
 import { type Command, Option } from 'commander';
 import { DaemonClient, usage } from '../client.js';
 import { resolve, resolveMcpSelections } from '../ids.js';
-import { type Output, printJson, printRows } from '../output.js';
+import { type Output, printJson, printRows, when } from '../output.js';
 import { parseMcpSelections } from './requests.js';
 import type { z } from 'zod';
 import type { apiKeyView } from '../../keys/schemas.js';
@@ -64,14 +64,14 @@ export function registerKeys(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: ApiKey[] }>('GET', '/svc/v1/keys');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (k) => k.id },
+        { header: 'id', value: (k) => k.id, copy: true },
         { header: 'name', value: (k) => k.name },
         { header: 'status', value: (k) => k.status },
         { header: 'role', value: (k) => k.role },
         { header: 'mcp instances', value: (k) => k.mcp_servers.reduce((n, s) => n + s.instance_ids.length, 0) },
-        { header: 'access request', value: (k) => k.access_request_id },
-        { header: 'created', value: (k) => k.created_at },
-        { header: 'expires', value: (k) => k.expires_at ?? 'never' },
+        { header: 'access request', value: (k) => k.access_request_id, copy: true },
+        { header: 'created', value: (k) => when(o, k.created_at) },
+        { header: 'expires', value: (k) => (k.expires_at ? when(o, k.expires_at) : 'never') },
       ]);
     });
 

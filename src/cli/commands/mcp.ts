@@ -73,10 +73,11 @@ export function registerMcp(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (m) => (o.isTTY ? shortId(m.id) : m.id) },
+        // the id and both URLs go into other commands and MCP hosts: never cut
+        { header: 'id', value: (m) => (o.isTTY ? shortId(m.id) : m.id), copy: true },
         { header: 'name', value: (m) => m.name },
-        { header: 'url', value: (m) => m.url },
-        { header: 'proxy url', value: (m) => m.proxy_url },
+        { header: 'url', value: (m) => m.url, copy: true },
+        { header: 'proxy url', value: (m) => m.proxy_url, copy: true },
         { header: 'enabled', value: (m) => (m.enabled ? 'yes' : 'no') },
         { header: 'tools', value: (m) => (m.allow_tools ? m.allow_tools.join(',') : 'all') },
         { header: 'headers', value: (m) => m.header_names.join(',') },
