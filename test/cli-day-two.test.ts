@@ -9,6 +9,9 @@ import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { closedPort } from './helpers/cli.js';
+import { DaemonClient } from '../src/cli/client.js';
+import { createActions } from '../src/tui/actions.js';
+import { daemonReviewClient } from '../src/tui/client.js';
 
 describe('the CLI on the second day', () => {
   let d: TestDaemon;
@@ -118,3 +121,49 @@ describe('the CLI on the second day', () => {
     expect(JSON.parse(json.stdout).discovery_error).toBeTruthy();
   });
 });
+
+describe('a long-lived command (svc review) when the CLI\'s login is replaced', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(() => d.stop());
+
+  it('follows the new login after `svc users passwd` and `svc login`, and says it is logged out in between', async () => {
+    const env = cleanEnv({ SVC_HOME: d.dataDir });
+    const svc = (args: string[], input?: string) => runSvcInProcess(args, { env, input });
+    // the client `svc review` holds for its whole run
+    const client = await DaemonClient.connect({}, env);
+    const review = daemonReviewClient(client);
+    expect((await client.request<{ user: { username: string } }>('GET', '/svc/v1/auth/me')).body.user.username).toBe('admin');
+    await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: 'while-reviewing' }));
+    expect((await review.listPending()).map((r) => r.app_client_id)).toContain('while-reviewing');
+
+    // a new password ends every session of the account, the CLI's among them
+    expect((await svc(['users', 'passwd', 'admin', '--password-stdin'], 'a-new-password-1\n')).exitCode).toBe(0);
+    const loggedOut = await review.listPending().catch((err: unknown) => err);
+    expect((loggedOut as { code?: string }).code).toBe('login_required');
+    const ui = createActionsFor(review);
+    await ui.actions.refresh();
+    expect(ui.failed()).toMatch(/Logged out: run `svc login`/);
+
+    // logged in again: the running review carries on with the new login
+    expect((await svc(['login', '--password-stdin'], 'a-new-password-1\n')).exitCode).toBe(0);
+    expect((await review.listPending()).map((r) => r.app_client_id)).toContain('while-reviewing');
+  });
+});
+
+/** The TUI's actions over a review client, with the last list failure they reported. */
+function createActionsFor(client: ReturnType<typeof daemonReviewClient>) {
+  let failed = '';
+  const actions = createActions({
+    client,
+    dispatch: (a) => {
+      if (a.type === 'list-failed') failed = a.message;
+    },
+    getState: () => ({}) as never,
+    clock: Date.now,
+    exit: () => undefined,
+  });
+  return { actions, failed: () => failed };
+}

@@ -27,7 +27,8 @@ export interface ActionDeps {
   exit: () => void;
 }
 
-const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Run `svc login`, then start `svc review` again.' : '');
+// The client reads the CLI's saved login again on a 401, so a new `svc login` is picked up here.
+const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Logged out: run `svc login` in another terminal, and this screen carries on with it.' : '');
 
 export function createActions({ client, dispatch, getState, clock, exit }: ActionDeps): UIActions {
   let polling = false;
