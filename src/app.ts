@@ -39,7 +39,7 @@ import { buildOpenApi } from './openapi/document.js';
 import { swaggerUi } from './openapi/swagger.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProvidersService } from './providers/service.js';
-import { proxyRoutes } from './proxy/routes.js';
+import { proxyRoutes, unservedEndpoint } from './proxy/routes.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
 import { mountReviewUi } from './ui/review.js';
@@ -178,6 +178,9 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const requestLevel = config.logFormat === 'human' ? 'info' : 'debug';
   const tagRequest: Middleware<AppState> = async function tagRequest(ctx, next) {
     ctx.state.requestId = idPrefix + (++requestCount).toString(36);
+    // OpenAI answers carry it and its clients read it (`request_id`), so a person can match an
+    // app's report to svc's log line; the proxies' own writeHead keeps it (Node merges the two).
+    ctx.set('X-Request-Id', ctx.state.requestId);
     const started = performance.now();
     try {
       await next();
@@ -194,6 +197,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   }
   dataPlane.use(dataRouter.routes());
   dataPlane.use(dataRouter.allowedMethods());
+  dataPlane.use(unservedEndpoint(isDataPlane));
   const instanceId = deps.instanceId;
   if (instanceId) {
     koa.use(function nameInstance(ctx, next) {
@@ -237,7 +241,9 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const callback = (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
-    return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
+    const path = q === -1 ? url : url.slice(0, q);
+    // every /v1 path is the OpenAI surface's: one svc does not proxy gets an OpenAI-shaped 404 there
+    return isDataPlane(path) || path === '/v1' || path.startsWith('/v1/') ? data(req, res) : control(req, res);
   };
   await downloads.resumeAll();
   // Retention, so the store holds the present and not all of history: at start, then hourly.
