@@ -110,6 +110,21 @@ describe('the CLI on the second day', () => {
     expect(row).toContain('…'); // the name gave way
   });
 
+  it('clients add prints just the client id when piped; its --json is one flat object, as keys create --json is', async () => {
+    const piped = await svc(['clients', 'add', 'Piped App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--public']);
+    expect(piped.exitCode, piped.stderr).toBe(0);
+    expect(piped.stdout).toMatch(/^svc-[\w-]+\n$/);
+    const confidential = await svc(['clients', 'add', 'Secret App', '--redirect-uri', 'http://127.0.0.1:5173/callback']);
+    expect(confidential.stdout).toMatch(/^svc-[\w-]+\n$/);
+    expect(confidential.stderr).toMatch(/client_secret: \S{20,}/); // still shown to the person, once
+    const client = JSON.parse((await svc(['clients', 'add', 'Json App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--json'])).stdout);
+    const key = JSON.parse((await svc(['keys', 'create', 'json-shape', '--json'])).stdout);
+    // the record's fields and the one-time secret side by side, nothing nested
+    expect(client).toMatchObject({ client_id: expect.stringMatching(/^svc-/), name: 'Json App', client_secret: expect.any(String) });
+    expect(key).toMatchObject({ id: expect.any(String), name: 'json-shape', key: expect.stringMatching(/^svc_/) });
+    for (const value of [client, key]) expect(Object.values(value).filter((v) => v !== null && typeof v === 'object' && !Array.isArray(v))).toEqual([]);
+  });
+
   it('providers refresh of a provider that does not answer exits 1 and says why', async () => {
     const add = await svc(['providers', 'add', 'gone', '--base-url', `http://127.0.0.1:${await closedPort()}/v1`]);
     expect(add.exitCode, add.stderr).toBe(0); // an offline provider may be added

@@ -151,7 +151,7 @@ describe('man/svc.1', () => {
 });
 
 describe('help', () => {
-  it('every command, down to each subcommand, leads its help with examples', async () => {
+  it('every command, down to each subcommand, gives Usage first and then examples', async () => {
     const program = buildProgram({ out() {}, err() {}, isTTY: false });
     const missing: string[] = [];
     const walk = (cmd: Command, path: string[]) => {
@@ -160,7 +160,9 @@ describe('help', () => {
         let help = '';
         sub.configureOutput({ writeOut: (s) => (help += s), writeErr: () => undefined });
         sub.outputHelp();
-        if (!help.trimStart().startsWith('Examples:') || !help.includes(`$ `)) missing.push(full.join(' '));
+        const usage = help.indexOf('Usage: ');
+        const examples = help.indexOf('\nExamples:\n');
+        if (usage !== 0 || examples < usage || !help.slice(examples).includes('$ ')) missing.push(full.join(' '));
         walk(sub, full);
       }
     };

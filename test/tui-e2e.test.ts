@@ -85,7 +85,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
     // A registered client, so the review shows its name and description.
     const client = await svc(['clients', 'add', 'Notes App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--description', 'Takes notes and searches your files']);
     expect(client.exitCode, client.stderr).toBe(0);
-    const clientId = client.stdout.match(/^client_id\t(\S+)$/m)![1];
+    const clientId = client.stdout.trim();
     const ids: Record<string, string> = {};
     for (const name of ['files-home', 'files-work', 'files-old']) {
       const r = await svc(['mcp', 'add', '--name', name, '--url', MCP_URL]);

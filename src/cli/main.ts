@@ -25,8 +25,9 @@ export function buildProgram(o: Output): Command {
     .option('--host <host>', 'daemon host (env SVC_HOST; default 127.0.0.1)')
     .option('--port <port>', 'daemon port (env SVC_PORT; default 7878; 0 picks a free one)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc serve                       # run the daemon (first start prints the admin password)
   $ svc requests list               # access requests waiting for you
   $ svc requests approve ID --role scope_user_user --mcp URL=INSTANCE_ID
@@ -106,6 +107,6 @@ function shareExamples(group: Command, o: Output): void {
   const examples = text.split('\n').filter((l) => l.trimStart().startsWith('$ '));
   for (const sub of group.commands) {
     const mine = examples.filter((l) => new RegExp(`svc ${group.name()} ${sub.name()}( |$)`).test(l));
-    if (mine.length > 0) sub.addHelpText('before', `Examples:\n${mine.join('\n')}\n`);
+    if (mine.length > 0) sub.addHelpText('after', `\nExamples:\n${mine.join('\n')}\n`);
   }
 }

@@ -25,8 +25,9 @@ export function registerKeys(program: Command, o: Output): void {
     .command('keys')
     .description('API keys for apps that only take a key (Open WebUI, Continue, the openai client): each is a grant you approve yourself')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc keys create "Open WebUI"                      # prints the key once: paste it into the app
   $ svc keys create notes --mcp http://127.0.0.1:3001/mcp=9b1e... --expires 30d
   $ svc keys create scripts --role scope_user_power_user --json

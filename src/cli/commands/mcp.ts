@@ -23,8 +23,9 @@ export function registerMcp(program: Command, o: Output): void {
     .command('mcp')
     .description('Your MCP server instances, which you can grant to apps')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp --header "Authorization: Bearer $TOKEN"
   $ svc mcp add --name search --url http://127.0.0.1:3002/mcp --allow-tools search,fetch
   $ svc mcp list --json

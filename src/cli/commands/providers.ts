@@ -14,8 +14,9 @@ export function registerProviders(program: Command, o: Output): void {
     .command('providers')
     .description('Upstream OpenAI-compatible model servers (power user and above)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc providers add ollama --base-url http://127.0.0.1:11434/v1
   $ printf %s "$OPENAI_API_KEY" | svc providers add openai --base-url https://api.openai.com/v1 --api-key-stdin --models gpt-4o-mini
   $ svc providers list

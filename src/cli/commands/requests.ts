@@ -44,8 +44,9 @@ export function registerRequests(program: Command, o: Output): void {
     .command('requests')
     .description('Review access requests from scripts (the same API as the browser page and `svc review`)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc requests list --status draft
   $ svc requests show 3f2c...
   $ svc requests approve 3f2c... --role scope_user_user --mcp https://mcp.example.test/mcp=9b1e...

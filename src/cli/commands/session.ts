@@ -12,7 +12,7 @@ export function registerSession(program: Command, o: Output): void {
     .command('status')
     .description('Is the daemon running, where, which version, and who the CLI is logged in as')
     .option('--json', 'machine-readable output')
-    .addHelpText('before', 'Examples:\n  $ svc status\n  $ svc status --json\n')
+    .addHelpText('after', '\nExamples:\n  $ svc status\n  $ svc status --json\n')
     .action(async (opts: { json?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       let health: { version?: string } | null = null;
@@ -51,7 +51,7 @@ export function registerSession(program: Command, o: Output): void {
     .description("Log the CLI in to the daemon (the session is kept in the data dir, 0600, sealed)")
     .option('--username <name>', 'account name', 'admin')
     .option('--password-stdin', 'read the password from standard input')
-    .addHelpText('before', 'Examples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
+    .addHelpText('after', '\nExamples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
     .action(async (opts: { username: string; passwordStdin?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
@@ -71,7 +71,7 @@ export function registerSession(program: Command, o: Output): void {
   program
     .command('logout')
     .description('End the CLI session')
-    .addHelpText('before', 'Examples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
+    .addHelpText('after', '\nExamples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
     .action(async (_opts, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);

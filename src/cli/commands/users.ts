@@ -20,8 +20,9 @@ export function registerUsers(program: Command, o: Output): void {
     .command('users')
     .description('Manage local accounts (manager or admin)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ printf %s "$PW" | svc users add alice --role power_user --password-stdin
   $ svc users list --json
   $ svc users set-role alice user
