@@ -28,6 +28,17 @@ describe('the CLI on the second day', () => {
   const draft = async (overrides: Record<string, unknown> = {}) => (await new Api(d.url).post('/svc/v1/apps/request-access', createBody(overrides))).body.id as string;
   const fields = (stdout: string) => Object.fromEntries(stdout.split('\n').filter(Boolean).map((l) => l.split('\t')));
 
+  it('`svc status --url` prints just where browsers and apps reach the daemon, whatever its port; nothing and exit 1 with none', async () => {
+    const r = await svc(['status', '--url']);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`${d.baseUrl}\n`);
+    expect(JSON.parse((await svc(['status', '--json'])).stdout).base_url).toBe(d.baseUrl);
+    const none = await runSvcInProcess(['status', '--url'], { env: cleanEnv({ SVC_HOME: `${d.dataDir}-none` }) });
+    expect(none.exitCode).toBe(1);
+    expect(none.stdout).toBe('');
+    expect(none.stderr).toContain('svc serve');
+  });
+
   it('`--status pending` is draft, in the CLI and in the API', async () => {
     const id = await draft({ app_client_id: 'pending-word' });
     const cli = await svc(['requests', 'list', '--status', 'pending', '--json']);

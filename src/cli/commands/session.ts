@@ -12,8 +12,9 @@ export function registerSession(program: Command, o: Output): void {
     .command('status')
     .description('Is the daemon running, where, which version, and who the CLI is logged in as')
     .option('--json', 'machine-readable output')
-    .addHelpText('after', '\nExamples:\n  $ svc status\n  $ svc status --json\n')
-    .action(async (opts: { json?: boolean }, cmd: Command) => {
+    .option('--url', "print only the daemon's URL, where browsers and apps reach it (for scripts: SVC=$(svc status --url))")
+    .addHelpText('after', '\nExamples:\n  $ svc status\n  $ svc status --json\n  $ curl -s "$(svc status --url)/svc/v1/health"\n')
+    .action(async (opts: { json?: boolean; url?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       let health: { version?: string } | null = null;
       let user: { username: string; role: string } | null = null;
@@ -26,17 +27,22 @@ export function registerSession(program: Command, o: Output): void {
       const status = {
         running: health !== null,
         url: health ? client.url : null,
+        // where browsers and apps reach it: the --base-url, else where it listens
+        base_url: health ? (client.info?.base_url ?? client.url) : null,
         data_dir: client.dataDir,
         daemon_version: health?.version ?? null,
         cli_version: VERSION,
         pid: health ? (client.info?.pid ?? null) : null,
         logged_in_as: user ? user.username : null,
       };
-      if (opts.json) printJson(o, status);
+      if (opts.url) {
+        if (status.base_url) o.out(`${status.base_url}\n`);
+      } else if (opts.json) printJson(o, status);
       else
         printFields(o, [
           ['running', status.running ? 'yes' : 'no (start it with `svc serve`)'],
           ['url', status.url ?? ''],
+          ...(status.base_url && status.base_url !== status.url ? ([['base url', status.base_url]] as [string, unknown][]) : []),
           ['data dir', status.data_dir],
           ['version', status.daemon_version ?? `${VERSION} (cli)`],
           ['pid', status.pid ?? ''],
