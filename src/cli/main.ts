@@ -4,6 +4,7 @@ import { inert } from '../text.js';
 import { VERSION } from '../version.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';
+import { registerCompletion } from './commands/completion.js';
 import { registerKeys } from './commands/keys.js';
 import { registerModels } from './commands/models.js';
 import { registerProviders } from './commands/providers.js';
@@ -49,6 +50,7 @@ Examples:
   registerClients(program, o);
   registerProviders(program, o);
   registerModels(program, o);
+  registerCompletion(program, o);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
