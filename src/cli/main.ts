@@ -11,6 +11,7 @@ import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
 import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';
+import { registerService } from './commands/service.js';
 import { registerSession } from './commands/session.js';
 import { registerUsers } from './commands/users.js';
 import { CliError, EXIT, exitCodeFor, hintFor } from './errors.js';
@@ -50,6 +51,7 @@ Examples:
   registerClients(program, o);
   registerProviders(program, o);
   registerModels(program, o);
+  registerService(program, o);
   registerCompletion(program, o);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });

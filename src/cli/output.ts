@@ -24,7 +24,14 @@ export interface Output {
   env?: NodeJS.ProcessEnv;
   /** all of standard input (for --password-stdin and the like); default process.stdin */
   stdin?: () => Promise<string>;
+  /** runs a program to its end (the service manager, the browser opener); default: execFile */
+  run?: ProcessRunner;
+  /** the operating system the commands act for; default process.platform */
+  platform?: NodeJS.Platform;
 }
+
+/** A program's exit code and output; a program that is not there rejects with code ENOENT. */
+export type ProcessRunner = (file: string, args: string[]) => Promise<{ code: number; stdout: string; stderr: string }>;
 
 export const processOutput = (): Output => ({
   out: (t) => process.stdout.write(t),
