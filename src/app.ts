@@ -8,6 +8,7 @@ import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
+import { LoginLinks } from './auth/login-links.js';
 import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
@@ -72,6 +73,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.box.derive(LOCAL_LOGIN_LABEL));
+  const loginLinks = new LoginLinks(deps.clock);
   const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {
@@ -135,7 +137,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       responses: { 200: { description: 'Running', schema: healthResponse } },
       handler: () => ({ status: 'ok' as const, version: VERSION }),
     }),
-    ...authRoutes(deps, users, login, sameOrigin),
+    ...authRoutes(deps, users, login, sameOrigin, loginLinks),
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
     ...apiKeyRoutes(deps, keys),
     ...mcpInstanceRoutes(instances, deps.baseUrl),
@@ -168,7 +170,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   router.get('/', function root(ctx) {
     ctx.redirect('/ui');
   });
-  mountLoginUi(router, deps, login, sameOrigin);
+  mountLoginUi(router, deps, login, sameOrigin, loginLinks);
   mountHomeUi(router, deps, requests);
   mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin);
 

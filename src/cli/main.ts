@@ -7,6 +7,7 @@ import { registerClients } from './commands/clients.js';
 import { registerCompletion } from './commands/completion.js';
 import { registerKeys } from './commands/keys.js';
 import { registerModels } from './commands/models.js';
+import { registerOpen } from './commands/open.js';
 import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
 import { registerReview } from './commands/review.js';
@@ -45,6 +46,7 @@ Examples:
   registerSession(program, o);
   registerRequests(program, o);
   registerReview(program, o);
+  registerOpen(program, o);
   registerKeys(program, o);
   registerMcp(program, o);
   registerUsers(program, o);
