@@ -61,7 +61,8 @@ export async function resolveMcpSelections(client: IdLookup, selections: { url: 
     url: s.url,
     instance_ids: s.instance_ids.map((typed) => {
       const id = resolveId(typed, mine, KINDS.instance.what);
-      if (!mine.includes(id)) throw new CliError(`No MCP instance of yours has the id ${typed} (\`svc mcp list\` shows yours and their URLs).`, EXIT.error);
+      // a whole id is the daemon's to judge (someone else's instance is a refusal, exit 4)
+      if (!mine.includes(id) && !FULL_UUID.test(id)) throw new CliError(`No MCP instance of yours has an id that starts ${typed} (\`svc mcp list\` shows yours and their URLs).`, EXIT.error);
       return id;
     }),
   }));
