@@ -171,7 +171,7 @@ describe('a long-lived command (svc review) when the CLI\'s login is replaced', 
     expect((loggedOut as { code?: string }).code).toBe('login_required');
     const ui = createActionsFor(review);
     await ui.actions.refresh();
-    expect(ui.failed()).toMatch(/Logged out: run `svc login`/);
+    expect(ui.failed()).toMatch(/^Not logged in\..* Run `svc login` in another terminal; this screen carries on with the new login\.$/);
 
     // logged in again: the running review carries on with the new login
     expect((await svc(['login', '--password-stdin'], 'a-new-password-1\n')).exitCode).toBe(0);

@@ -347,7 +347,7 @@ describe('errors, colour and quitting', () => {
     const client = new FakeClient();
     client.listError = new AppError('login_required', 'Not logged in.');
     const ui = mount(client);
-    await ui.see('Run `svc login`');
+    await ui.see('Run `svc login` in another terminal');
   });
 
   it('NO_COLOR: not one SGR sequence in any frame; with colour there are', async () => {
