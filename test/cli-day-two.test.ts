@@ -33,6 +33,9 @@ describe('the CLI on the second day', () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toBe(`${d.baseUrl}\n`);
     expect(JSON.parse((await svc(['status', '--json'])).stdout).base_url).toBe(d.baseUrl);
+    // and where a new key is used, said with the same URL
+    const key = await svc(['keys', 'create', 'where', '--expires', '1h']);
+    expect(key.stderr).toContain(`base URL ${d.baseUrl}/v1`);
     const none = await runSvcInProcess(['status', '--url'], { env: cleanEnv({ SVC_HOME: `${d.dataDir}-none` }) });
     expect(none.exitCode).toBe(1);
     expect(none.stdout).toBe('');

@@ -37,6 +37,8 @@ Examples:
   $ svc review                      # review requests in the terminal (keys shown at the bottom)
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp
   $ svc keys create "Open WebUI"    # an API key for an app that only takes a key
+  $ svc open                        # the home page in your browser, signed in
+  $ SVC=$(svc status --url)         # where apps reach the daemon, whatever its port
 `,
     )
     .showHelpAfterError('(run with --help for usage)')
