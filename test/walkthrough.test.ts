@@ -30,7 +30,8 @@ describe('README walkthrough, step 8: call svc yourself', () => {
     });
   });
   afterAll(async () => {
-    demo?.kill('SIGINT');
+    // the demo removes what it added through the daemon, so it goes first
+    if (demo && demo.exitCode === null) await new Promise((resolve) => demo.once('exit', resolve).kill('SIGINT'));
     await d.stop();
   });
 
