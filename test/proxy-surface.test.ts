@@ -80,7 +80,7 @@ describe('OpenAI surface beyond chat: responses, models/{id}, completions', () =
     expect((await raw.json()).id).toBe('local/fake-model');
     const err = await openai.models.retrieve('no-such-model').catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(err.error).toMatchObject({ type: 'not_found_error', code: 'model_not_found', param: 'model' });
+    expect(err.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_found', param: 'model' });
     const noToken = await fetch(`${d.url}/v1/models/fake-model`);
     expect(noToken.status).toBe(401);
   });

@@ -85,7 +85,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
     // A registered client, so the review shows its name and description.
     const client = await svc(['clients', 'add', 'Notes App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--description', 'Takes notes and searches your files']);
     expect(client.exitCode, client.stderr).toBe(0);
-    const clientId = client.stdout.match(/^client_id\t(\S+)$/m)![1];
+    const clientId = client.stdout.trim();
     const ids: Record<string, string> = {};
     for (const name of ['files-home', 'files-work', 'files-old']) {
       const r = await svc(['mcp', 'add', '--name', name, '--url', MCP_URL]);
@@ -96,7 +96,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
 
     const term = await openTerminal('review');
     await term.waitFor('No pending requests.');
-    expect(await term.screen()).toMatch(/^svc review: pending access requests\s+0 pending · admin\s*$/m);
+    expect(await term.screen()).toMatch(/^svc review: pending \(draft\) access requests\s+0 pending · admin\s*$/m);
 
     const created = await api().post('/svc/v1/apps/request-access', {
       app_client_id: clientId,
@@ -176,7 +176,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
 
   it('NO_COLOR: the same screen without a single colour', async () => {
     const term = await openTerminal('plain', { NO_COLOR: '1' });
-    await term.waitFor('pending access requests');
+    await term.waitFor('pending (draft) access requests');
     expect(await term.screen(true)).not.toMatch(SGR_COLOUR);
     await term.keys('q');
     await term.waitFor('EXIT=0');
@@ -215,7 +215,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
     const bearer = { Authorization: `Bearer ${key.key}` };
     expect((await api().get('/v1/models', bearer)).status).toBe(200);
     const term = await openTerminal('apps');
-    await term.waitFor('svc review: pending access requests');
+    await term.waitFor('svc review: pending (draft) access requests');
     await term.keys('Tab');
     await term.waitFor('svc review: apps you let in');
     await term.waitFor('API key "Terminal key"');

@@ -131,6 +131,8 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
     ...(record.authorize?.suggested_instance_ids.length ? { sign_in_instance_ids: record.authorize.suggested_instance_ids } : {}),
     ...(record.replaced_by ? { replaced_by: record.replaced_by } : {}),
     ...service.figuresOf(record),
+    ...(record.decided_at ? { decided_at: record.decided_at } : {}),
+    ...(record.revoked_at ? { revoked_at: record.revoked_at } : {}),
     mcp_servers: record.requested.mcp_servers.map(({ url }) => {
       const mine = owned.filter((m) => m.url === url);
       // The one default every surface starts from: the instance the app's request named (an MCP

@@ -25,6 +25,8 @@ export function exitCodeFor(err: AppError): number {
 export function hintFor(err: AppError, command = ''): string | undefined {
   if (err.code === 'invalid_credentials') return command === 'login' ? 'check the username and password' : 'run `svc login`';
   if (err.code === 'login_required') return command === 'login' ? undefined : 'run `svc login`';
+  // Not a matter of rights: an instance named for a URL it does not serve, or someone else's.
+  if (err.code === 'mcp_instance_not_owned') return '`svc mcp list` shows your instances, with the URL each one serves';
   if (err.status === 403) return 'your account is not allowed to do this';
   return undefined;
 }

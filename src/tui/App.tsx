@@ -28,7 +28,8 @@ export function App({ width, height, color, user }: AppProps) {
     ? 'svc review: apps you let in'
     : d
       ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
-      : 'svc review: pending access requests';
+      : // `pending` is what people say; `draft` is the status the CLI and API show: named once, here
+      'svc review: pending (draft) access requests';
   const aside = apps ? [`${s.apps.grants.length} active`, who].filter(Boolean).join(' · ') : d ? who : [`${s.requests.length} pending`, who].filter(Boolean).join(' · ');
   return (
     <Box flexDirection="column" width={width}>

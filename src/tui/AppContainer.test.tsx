@@ -45,7 +45,7 @@ describe('the list', () => {
     client.add({ app_name: 'Notes App', expires_at: new Date(NOW + 125_000).toISOString() });
     const ui = mount(client, { tickMs: 1000 });
     await ui.see(/^› Notes App\s+scope_user_power_user\s+2\s+2:05$/m);
-    expect(ui.frame()).toMatch(/^svc review: pending access requests\s+1 pending · admin$/m);
+    expect(ui.frame()).toMatch(/^svc review: pending \(draft\) access requests\s+1 pending · admin$/m);
     ui.clock.advance(1000);
     await ui.see(/2:04$/m, 2500);
   });
@@ -347,7 +347,7 @@ describe('errors, colour and quitting', () => {
     const client = new FakeClient();
     client.listError = new AppError('login_required', 'Not logged in.');
     const ui = mount(client);
-    await ui.see('Run `svc login`');
+    await ui.see('Run `svc login` in another terminal');
   });
 
   it('NO_COLOR: not one SGR sequence in any frame; with colour there are', async () => {
@@ -478,6 +478,6 @@ describe('with the real client against a real daemon', () => {
     expect((await api.get(`/svc/v1/access-requests/${grantId}/review`)).body.status).toBe('revoked');
     expect((await new Api(daemon.url).get('/v1/models', bearer)).status).toBe(401);
     await ui.press('\t');
-    await ui.see('svc review: pending access requests');
+    await ui.see('svc review: pending (draft) access requests');
   });
 });

@@ -37,7 +37,8 @@ export interface ActionDeps {
   exit: () => void;
 }
 
-const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Run `svc login`, then start `svc review` again.' : '');
+// The client reads the CLI's saved login again on a 401, so a new `svc login` is picked up here.
+const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Run `svc login` in another terminal; this screen carries on with the new login.' : '');
 
 export function createActions({ client, dispatch, getState, clock, exit }: ActionDeps): UIActions {
   let polling = false;

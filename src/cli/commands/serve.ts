@@ -26,8 +26,9 @@ export function registerServe(program: Command, o: Output): void {
     .command('serve')
     .description('Run the svc daemon')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc serve                         # 127.0.0.1:7878, data in $XDG_DATA_HOME/svc
   $ svc serve --port 0                # any free port; the address is printed
   $ svc serve --data-dir /tmp/svc --base-url https://svc.example.test
