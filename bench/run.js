@@ -17,8 +17,10 @@ if (!existsSync(dist)) {
 // `--soak` runs the bounded soak alone; it is not part of the default run.
 const args = process.argv.slice(2);
 // `--store` runs the store-growth benchmark alone (issue 12); it takes a few minutes.
-const wanted = args.includes('--soak') ? ['soak'] : args.includes('--store') ? ['store'] : args;
-const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && w !== 'soak' && w !== 'store');
+// `--streams` opens 2,000 (STREAMS=N) MCP GET streams through svc; alone too.
+const ALONE = ['soak', 'store', 'streams'];
+const wanted = ALONE.find((a) => args.includes(`--${a}`)) ? [ALONE.find((a) => args.includes(`--${a}`))] : args;
+const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && !ALONE.includes(w));
 if (unknown.length) {
   console.error(`bench: unknown benchmark ${unknown.join(', ')}; known: ${BENCHMARKS.join(', ')}`);
   process.exit(2);

@@ -52,7 +52,9 @@ describe('svc completion bash|zsh|fish, generated from the command definitions',
     };
     expect(await complete('svc', '')).toEqual(program.commands.map((c) => c.name()));
     expect(await complete('svc', 're')).toEqual(['requests', 'review']);
-    expect(await complete('svc', 'requests', '')).toEqual(['list', 'show', 'approve', 'deny', 'revoke']);
+    // the subcommands as defined, in their order
+    expect(await complete('svc', 'requests', '')).toEqual(program.commands.find((c) => c.name() === 'requests')!.commands.map((c) => c.name()));
+    expect(await complete('svc', 'requests', '')).toEqual(expect.arrayContaining(['list', 'show', 'approve', 'deny', 'revoke', 'limits']));
     expect(await complete('svc', '--data-dir', '/tmp/x', 'requests', 'ap')).toEqual(['approve']);
     expect(await complete('svc', 'requests', 'list', '--status', 'p')).toEqual(['pending']);
     expect(await complete('svc', 'requests', 'list', '--')).toEqual(expect.arrayContaining(['--status', '--json', '--help', '--data-dir']));
