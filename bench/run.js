@@ -16,7 +16,7 @@ if (!existsSync(dist)) {
 
 // `--soak` runs the bounded soak alone; it is not part of the default run.
 const args = process.argv.slice(2);
-// `--store` runs the store-growth benchmark alone (issue 12); it takes a few minutes.
+// `--store` runs the store-growth benchmark alone; it takes a few minutes.
 // `--streams` opens 2,000 (STREAMS=N) MCP GET streams through svc; alone too.
 const ALONE = ['soak', 'store', 'streams'];
 const wanted = ALONE.find((a) => args.includes(`--${a}`)) ? [ALONE.find((a) => args.includes(`--${a}`))] : args;

@@ -171,7 +171,7 @@ function logFormat(value: string): Config['logFormat'] {
   throw new ConfigError(`--log-format must be auto, human or json, not "${value}".`);
 }
 
-/** Flags > environment > defaults (CONTRACT §2). */
+/** Flags > environment > defaults (decisions: Configuration). */
 export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
     flag !== undefined ? flag : env[envName] !== undefined && env[envName] !== '' ? env[envName] : undefined;

@@ -1,6 +1,6 @@
 /**
- * The one error type of svc. The Koa error middleware turns it into the OpenAI-shaped body of
- * CONTRACT §5, and the CLI maps its status to an exit code, so both read the same fields.
+ * The one error type of svc. The Koa error middleware turns it into the OpenAI-shaped body
+ * (docs/decisions.md, Errors), and the CLI maps its status to an exit code, so both read the same fields.
  */
 export type ErrorType =
   | 'invalid_request_error'
@@ -13,7 +13,7 @@ export type ErrorType =
   | 'server_error';
 
 /**
- * Every error code svc answers with, its status and type (CONTRACT §5), and when it is answered:
+ * Every error code svc answers with, its status and type (decisions: Errors), and when it is answered:
  * the one list that AppError, the CLI's exit codes (by status) and the OpenAPI error responses
  * read. `status: 'upstream'` marks the one code whose status is the upstream's own.
  */

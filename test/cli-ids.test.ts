@@ -4,7 +4,7 @@ import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 
 /**
- * Issue 16 items 4 and 6: the short ids svc shows are taken back, and `svc requests approve`
+ * The short ids svc shows are taken back, and `svc requests approve`
  * never grants less than the review page would without being told to.
  */
 describe('short ids and the approve default in the CLI', () => {
@@ -108,7 +108,7 @@ describe('short ids and the approve default in the CLI', () => {
     expect(wrongUrl.stderr).not.toMatch(/not allowed/);
   });
 
-  it('a failed svc login is not told to run svc login (issue 16 item 10)', async () => {
+  it('a failed svc login is not told to run svc login', async () => {
     const wrong = await runSvcInProcess(['login', '--username', 'admin', '--password-stdin'], { env: cleanEnv({ SVC_HOME: d.dataDir }), input: 'not-the-password' });
     expect(wrong.exitCode).toBe(4);
     expect(wrong.stderr).not.toContain('svc login');

@@ -72,7 +72,7 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'demo-app', 'Chromium at /usr/bin/chro
     const page = await context.newPage();
     await page.goto(demoUrl);
     await page.fill('#mcp', mcp.url);
-    // the MCP field stays inside its column (issue 16 item 12: it overflowed by about 17 px)
+    // the MCP field stays inside its column (it once overflowed by about 17 px)
     const overflow = await page.evaluate(() => {
       const input = document.getElementById('mcp')!;
       return input.getBoundingClientRect().right - input.parentElement!.getBoundingClientRect().right;

@@ -10,7 +10,7 @@ import { startUpstream } from './helpers/upstream.js';
 const PROVIDER_KEY = `sk-provider-${Math.random().toString(36).slice(2)}`;
 
 /**
- * The rest of the OpenAI surface that clients default to (issue 10, item 5): the Responses API,
+ * The rest of the OpenAI surface that clients default to: the Responses API,
  * one model by id and legacy completions, driven by the official `openai` client and by the
  * Vercel AI SDK's default provider model (which speaks the Responses API).
  */

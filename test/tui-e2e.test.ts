@@ -108,7 +108,7 @@ describe.skipIf(!needs(HAS_TMUX, 'tui-e2e', 'tmux'))('svc review in a real termi
     const id = created.body.id as string;
     const t0 = Date.now();
     const list = await term.waitFor(/^› Notes App\s+scope_user_power_user\s+1\s+\d+:\d\d\s*$/m);
-    // No key was pressed: the list polls every second (CONTRACT §10: within 2 s; slack for capture).
+    // No key was pressed: the list polls every second (a new request shows within 2 s; slack for capture).
     expect(Date.now() - t0).toBeLessThan(3000);
     expect(list).toMatch(/\s(9:5\d|10:00)\s*$/m);
     // On a TTY without NO_COLOR there is colour.

@@ -23,7 +23,7 @@ import { type AccessRequestsService, decisionRedirect, scopeFor } from './servic
 
 const MINUTE = 60_000;
 
-/** Per-client and per-address limits for the endpoints that need no credential (CONTRACT §6). */
+/** Per-client and per-address limits for the endpoints that need no credential (decisions: Access requests). */
 function unauthenticatedLimit(deps: AppDeps, clientIdOf: (ctx: Parameters<Middleware<AppState>>[0]) => unknown): Middleware<AppState> {
   const perClient = new RateLimiter(deps.config.rateLimitClient, MINUTE, deps.clock);
   const perAddress = new RateLimiter(deps.config.rateLimitAddress, MINUTE, deps.clock);

@@ -39,7 +39,7 @@ export const requestedEnvelope = z
         return urls.map((url) => ({ url }));
       }),
   })
-  .meta({ id: 'RequestedResources', description: 'Versioned resource envelope (SPEC 2.2)' });
+  .meta({ id: 'RequestedResources', description: 'Versioned resource envelope' });
 
 const UNSAFE_IN_URL = /[\p{Cc}\p{Cf}\p{Cs}\p{Z}\s]/u;
 

@@ -109,7 +109,7 @@ export class DaemonClient {
     return socket;
   }
 
-  /** The CLI talks only to the daemon of its own data dir (CONTRACT §2), never to whatever answers on the port. */
+  /** The CLI talks only to the daemon of its own data dir (decisions: Configuration), never to whatever answers on the port. */
   private notOurs(why: string): CliError {
     return new CliError(`No svc daemon runs for the data dir ${this.dataDir}${why}. Start one with \`svc serve\`${this.dataDir === defaultDataDir(this.env) ? '' : ' (with the same --data-dir or SVC_HOME)'}.`);
   }

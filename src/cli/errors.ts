@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 
-/** Stable exit codes (CONTRACT §10): scripts switch on them. */
+/** Stable exit codes (decisions: Review surfaces): scripts switch on them. */
 export const EXIT = { ok: 0, error: 1, usage: 2, auth: 4 } as const;
 
 export class CliError extends Error {

@@ -7,7 +7,7 @@ const capture = (isTTY: boolean, columns?: number) => {
   return { o, text: () => text };
 };
 
-describe('tables on a terminal (issue 16 item 9)', () => {
+describe('tables on a terminal', () => {
   const rows = [{ id: 'e37db51d', app: 'An app with a really rather long name that goes on', url: 'http://127.0.0.1:3001/a/very/long/path/to/an/mcp/server' }];
   const cols = [
     { header: 'id', value: (r: (typeof rows)[0]) => r.id },

@@ -135,7 +135,7 @@ function streamErrorEvent(endpoint: Endpoint, message: string, code: string): st
 }
 
 /**
- * The OpenAI-compatible endpoints (CONTRACT §8). Bodies are read raw and parsed once. A stream is
+ * The OpenAI-compatible endpoints (decisions: The OpenAI proxy). Bodies are read raw and parsed once. A stream is
  * passed on line by line as it arrives; any other answer is read whole (bounded) before the first
  * byte goes to the app, so an upstream that stalls or breaks off gives a 504/502, never silence
  * or a truncated 200. The provider's key is scrubbed from everything relayed (see scrub.ts).

@@ -11,7 +11,7 @@ export interface ReviewAppProps {
   /** false with NO_COLOR or when not a TTY: then no SGR attribute is written at all. */
   color: boolean;
   user?: string;
-  /** How often the pending list is polled (CONTRACT §10: a new request shows within 2 s). */
+  /** How often the pending list is polled (a new request shows within 2 s; decisions: Review surfaces). */
   pollMs?: number;
   /** How often the countdowns tick. */
   tickMs?: number;

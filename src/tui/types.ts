@@ -21,7 +21,7 @@ export type { AppRole };
 /**
  * What the terminal UI needs from the daemon. The CLI passes one backed by DaemonClient (the
  * CLI's session over HTTP); tests pass that too, or a fake. Failures are thrown as errors with a
- * `message` and, for daemon answers, the `code` and `status` of CONTRACT §5 (AppError).
+ * `message` and, for daemon answers, the `code` and `status` of the error shape (AppError; decisions: Errors).
  */
 export interface ReviewClient {
   listPending(): Promise<PendingRequest[]>;

@@ -58,7 +58,7 @@ function loginCsrf(ctx: AppContext, secure: boolean): string {
 
 const sameToken = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
-/** The browser login form of CONTRACT §4; it signs in with the same LoginService as the API. */
+/** The browser login form (decisions: Users and sessions); it signs in with the same LoginService as the API. */
 export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: LoginService, sameOrigin: Middleware<AppState>, links: LoginLinks): void {
   const secure = () => deps.baseUrl().startsWith('https:');
 

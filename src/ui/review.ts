@@ -16,7 +16,7 @@ import { html, SafeHtml } from './html.js';
 import { sendPage } from './login.js';
 
 /**
- * The browser review surface of CONTRACT §10: `GET /ui/apps/access-requests/review?id=` and its
+ * The browser review surface (decisions: Review surfaces): `GET /ui/apps/access-requests/review?id=` and its
  * two form posts. It reads the same review data as `GET /svc/v1/access-requests/{id}/review` and
  * decides through the same AccessRequestsService as the JSON API, so a decision made here shows in
  * `svc requests` and `svc review` at once, and the other way round.

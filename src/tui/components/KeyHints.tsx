@@ -22,7 +22,7 @@ const HINTS: Record<HintScreen, string> = {
 /** A request decided elsewhere, or expired: only what still works is offered. */
 const DECIDED = 'Esc back  q quit';
 
-/** The bottom line: the keys that work on this screen (CONTRACT §10). */
+/** The bottom line: the keys that work on this screen (decisions: Review surfaces). */
 export function KeyHints({ screen, color, decidable = true }: KeyHintsProps) {
   return (
     <Text wrap="truncate-end" {...tone(color, 'muted')}>
