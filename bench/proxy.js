@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
 import { fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
-// issue 13's targets
+// the latency and memory targets
 const TARGETS = { p50AddedMs: 0.3, p99AddedMs: 1, throughputRatio: 0.85, ttfcAddedMs: 0.5, rssMiB: 130 };
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
 const streamBody = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], stream: true });
@@ -30,10 +30,13 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
   const upstream = await startProcess(['bench/lib/upstream-server.js'], { env: { CHUNKS: '8', CHUNK_MS: '2' } });
   const upstreamBase = `http://127.0.0.1:${upstream.match[1]}/v1`;
   const svc = await startSvcWithToken({ upstreamUrl: upstreamBase });
+  // the same daemon with no activity recording, to show what recording costs in the same run
+  const svcOff = await startSvcWithToken({ upstreamUrl: upstreamBase, env: { SVC_ACTIVITY: '0' } });
   const floorProc = await startProcess(['bench/lib/floor-proxy.js'], { env: { UPSTREAM: upstreamBase } });
   const floor = { url: `http://127.0.0.1:${floorProc.match[1]}/chat/completions`, headers: { 'Content-Type': 'application/json' } };
   const direct = { url: `${upstreamBase}/chat/completions`, headers: { 'Content-Type': 'application/json' } };
   const proxied = { url: `${svc.base}/v1/chat/completions`, headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${svc.token}` } };
+  const unrecorded = { url: `${svcOff.base}/v1/chat/completions`, headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${svcOff.token}` } };
   const rounds = quick ? 500 : 3000;
   const results = [];
   try {
@@ -45,6 +48,7 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
     for (let i = 0; i < 300; i++) {
       await request(direct.url, { method: 'POST', headers: direct.headers, body });
       await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
+      await request(unrecorded.url, { method: 'POST', headers: unrecorded.headers, body });
     }
     // Peak RSS while serving: forget the start-up peak (key generation, scrypt at login), keep the load's.
     try {
@@ -54,8 +58,8 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
     }
     // latency and time to first streamed chunk, interleaved so the three paths see the same machine state
     for (let i = 0; i < 300; i++) await request(floor.url, { method: 'POST', headers: floor.headers, body });
-    const { p50, p99, errors: latencyErrors } = await interleavedMany({ direct, floor, svc: proxied }, body, rounds);
-    const { p50: ttfc } = await interleavedMany({ direct, floor, svc: proxied }, streamBody, quick ? 100 : 400, 'firstByte');
+    const { p50, p99, errors: latencyErrors } = await interleavedMany({ direct, floor, svc: proxied, unrecorded }, body, rounds);
+    const { p50: ttfc } = await interleavedMany({ direct, floor, svc: proxied, unrecorded }, streamBody, quick ? 100 : 400, 'firstByte');
 
     // throughput at 16 in flight, alternating slices so neither path gets the quieter machine
     const slice = quick ? 1000 : 2500;
@@ -79,9 +83,13 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
     row('chat p99 added latency (ms)', over(p99), `<= ${TARGETS.p99AddedMs}`, p99.svc - p99.direct <= TARGETS.p99AddedMs);
     row('throughput at 16 in flight (req/s)', `svc ${fmt(rpsSvc, 0)} vs direct ${fmt(rpsDirect, 0)}: ratio ${fmt(rpsSvc / rpsDirect, 2)} (floor proxy ${fmt(rpsFloor, 0)}: ratio ${fmt(rpsFloor / rpsDirect, 2)}; svc/floor ${fmt(rpsSvc / rpsFloor, 2)}), errors ${errors}`, `>= ${TARGETS.throughputRatio} and 0 errors`, rpsSvc / rpsDirect >= TARGETS.throughputRatio && errors === 0);
     row('first streamed chunk p50, added (ms)', over(ttfc), `<= ${TARGETS.ttfcAddedMs}`, ttfc.svc - ttfc.direct <= TARGETS.ttfcAddedMs);
+    // what recording the activity costs: the same daemon without it, in the same interleaved rounds
+    const recording = `p50 ${fmt(p50.svc - p50.unrecorded)}, p99 ${fmt(p99.svc - p99.unrecorded)}, first chunk ${fmt(ttfc.svc - ttfc.unrecorded)} (without recording: p50 ${fmt(p50.unrecorded)}, over the floor ${fmt(p50.unrecorded - p50.floor)})`;
+    row('activity recording, added to svc (ms)', recording, '<= 0.05 at p50', p50.svc - p50.unrecorded <= 0.05);
     row('daemon peak RSS while serving (MiB)', `${fmt(rss, 1)} (start-up peak before the load ${fmt(startupPeak, 1)})`, `<= ${TARGETS.rssMiB}`, rss <= TARGETS.rssMiB);
   } finally {
     await svc.close();
+    await svcOff.close();
     await stop(floorProc.child);
     await stop(upstream.child);
   }

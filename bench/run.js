@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const BENCHMARKS = ['bearer', 'proxy', 'mcp', 'footprint'];
+const BENCHMARKS = ['bearer', 'proxy', 'mcp', 'footprint', 'activity'];
 
 const dist = fileURLToPath(new URL('../dist/daemon.js', import.meta.url));
 if (!existsSync(dist)) {
@@ -16,9 +16,11 @@ if (!existsSync(dist)) {
 
 // `--soak` runs the bounded soak alone; it is not part of the default run.
 const args = process.argv.slice(2);
-// `--store` runs the store-growth benchmark alone (issue 12); it takes a few minutes.
-const wanted = args.includes('--soak') ? ['soak'] : args.includes('--store') ? ['store'] : args;
-const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && w !== 'soak' && w !== 'store');
+// `--store` runs the store-growth benchmark alone; it takes a few minutes.
+// `--streams` opens 2,000 (STREAMS=N) MCP GET streams through svc; alone too.
+const ALONE = ['soak', 'store', 'streams'];
+const wanted = ALONE.find((a) => args.includes(`--${a}`)) ? [ALONE.find((a) => args.includes(`--${a}`))] : args;
+const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && !ALONE.includes(w));
 if (unknown.length) {
   console.error(`bench: unknown benchmark ${unknown.join(', ')}; known: ${BENCHMARKS.join(', ')}`);
   process.exit(2);

@@ -8,7 +8,8 @@ import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { LoginService } from './auth/login.js';
-import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL } from './daemon-info.js';
+import { LoginLinks } from './auth/login-links.js';
+import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL, QUIET_HEADER } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
 import { requireSession, sessionMiddleware } from './auth/sessions.js';
@@ -49,10 +50,11 @@ import { recordActivity } from './activity/recorder.js';
 import { activityRoutes } from './activity/routes.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProvidersService } from './providers/service.js';
-import { proxyRoutes } from './proxy/routes.js';
+import { proxyRoutes, unservedEndpoint } from './proxy/routes.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
 import { mountReviewUi } from './ui/review.js';
+import { mountAppsUi } from './ui/apps.js';
 import { signInPages } from './ui/sign-in.js';
 import { VERSION } from './version.js';
 
@@ -82,6 +84,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.box.derive(LOCAL_LOGIN_LABEL));
+  const loginLinks = new LoginLinks(deps.clock);
   const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {
@@ -145,12 +148,13 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
-  const openStreams = new OpenStreams();
+  const openStreams = new OpenStreams(config.maxStreams);
   const record = recordActivity(activity, deps.repos, deps.clock);
   const grantLimits = enforceGrantLimits(activity, deps.clock);
   // Outermost the activity, which sees every refusal; then who the caller is, the person's limits
   // on the grant, and the concurrency every grant gets.
-  const bearer: Middleware<AppState> = (ctx, next) => record(ctx, () => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next))));
+  const checked: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next)));
+  const bearer: Middleware<AppState> = config.activity ? (ctx, next) => record(ctx, () => checked(ctx, next)) : checked;
 
   const hosts = allowedHosts(deps.baseUrl(), opts.port);
   const origins = allowedOrigins(hosts, deps.baseUrl());
@@ -170,7 +174,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       responses: { 200: { description: 'Running', schema: healthResponse } },
       handler: () => ({ status: 'ok' as const, version: VERSION }),
     }),
-    ...authRoutes(deps, users, login, sameOrigin),
+    ...authRoutes(deps, users, login, sameOrigin, loginLinks),
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u), policies),
     ...apiKeyRoutes(deps, keys),
     ...mcpInstanceRoutes(instances, deps.baseUrl),
@@ -210,24 +214,43 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   router.get('/', function root(ctx) {
     ctx.redirect('/ui');
   });
-  mountLoginUi(router, deps, login, sameOrigin);
+  mountLoginUi(router, deps, login, sameOrigin, loginLinks);
   mountHomeUi(router, deps, requests, (u) => held.pendingCount(u));
   mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin, policies);
+  mountAppsUi(router, deps, requests, activity, (u) => instances.listOwned(u), sameOrigin);
   mountCallsUi(router, deps, held, sameOrigin);
   mountGrantToolsUi(router, deps, requests, policies, sameOrigin);
 
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   let requestCount = 0;
-  const requestLevel = config.logFormat === 'human' ? 'info' : 'debug';
   const tagRequest: Middleware<AppState> = async function tagRequest(ctx, next) {
     ctx.state.requestId = idPrefix + (++requestCount).toString(36);
+    // OpenAI answers carry it and its clients read it (`request_id`), so a person can match an
+    // app's report to svc's log line; the proxies' own writeHead keeps it (Node merges the two).
+    ctx.set('X-Request-Id', ctx.state.requestId);
     const started = performance.now();
     try {
       await next();
     } finally {
-      // a person at a terminal sees a short line per request; JSON logs keep them at debug
-      deps.logger[requestLevel]({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+      // A line per request, naming the app, its grant and the model or tool (never content). The
+      // review surfaces' own polling says so (QUIET_HEADER) and stays at debug.
+      const grant = ctx.state.grant;
+      const note = ctx.state.activity;
+      const status = ctx.respond === false ? ctx.res.statusCode : ctx.status;
+      deps.logger[ctx.get(QUIET_HEADER) ? 'debug' : 'info'](
+        {
+          requestId: ctx.state.requestId,
+          method: ctx.method,
+          path: ctx.path,
+          status,
+          ms: Math.round(performance.now() - started),
+          ...(grant ? { app: grant.clientId, grant: grant.record.id.slice(0, 8) } : {}),
+          ...(note?.model ? { model: note.model } : {}),
+          ...(note?.tool ? { tool: note.tool } : {}),
+        },
+        'request',
+      );
     }
   };
   const common: Middleware<AppState>[] = [tagRequest, errorMiddleware(deps.logger, deps.config.bodyLimit), securityHeaders, hostCheck(hosts), appCors];
@@ -238,6 +261,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   }
   dataPlane.use(dataRouter.routes());
   dataPlane.use(dataRouter.allowedMethods());
+  dataPlane.use(unservedEndpoint(isDataPlane));
   const instanceId = deps.instanceId;
   if (instanceId) {
     koa.use(function nameInstance(ctx, next) {
@@ -281,7 +305,9 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const callback = (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
-    return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
+    const path = q === -1 ? url : url.slice(0, q);
+    // every /v1 path is the OpenAI surface's: one svc does not proxy gets an OpenAI-shaped 404 there
+    return isDataPlane(path) || path === '/v1' || path.startsWith('/v1/') ? data(req, res) : control(req, res);
   };
   await downloads.resumeAll();
   // Retention, so the store holds the present and not all of history: at start, then hourly.

@@ -9,6 +9,9 @@ import path from 'node:path';
  */
 export const DAEMON_FILE = 'daemon.json';
 
+/** Sent by the review surfaces' polling: the daemon logs those requests at debug, so they do not fill the log. */
+export const QUIET_HEADER = 'x-svc-quiet';
+
 /** Answered by a daemon on every control-plane response: the `instance` of its daemon.json. */
 export const INSTANCE_HEADER = 'x-svc-instance';
 

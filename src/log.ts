@@ -45,7 +45,10 @@ export function humanLines(out: NodeJS.WritableStream): NodeJS.WritableStream {
         if (entry.msg === 'svc listening') continue;
         const time = new Date(Number(entry.time)).toTimeString().slice(0, 8);
         if (entry.msg === 'request') {
-          out.write(`${time} ${entry.method} ${inert(String(entry.path ?? ''), 120)} ${entry.status} ${entry.ms} ms\n`);
+          // an app's call says whose it is: the app, its grant, and the model or tool (never content)
+          const who = entry.app ? ` ${inert(String(entry.app), 60)} grant ${inert(String(entry.grant ?? ''), 8)}` : '';
+          const what = entry.model ? ` model ${inert(String(entry.model), 80)}` : entry.tool ? ` tool ${inert(String(entry.tool), 80)}` : '';
+          out.write(`${time} ${entry.method} ${inert(String(entry.path ?? ''), 120)} ${entry.status} ${entry.ms} ms${who}${what}\n`);
           continue;
         }
         const level = LEVELS[Number(entry.level)] ?? '';

@@ -24,7 +24,7 @@ export function enforceGrantLimits(log: ActivityLog, clock: () => number): Middl
   return async function checkGrantLimits(ctx, next) {
     const grant = ctx.state.grant;
     const limits = grant?.record.limits;
-    if (!grant || !limits || !ctx.state.activity) return next();
+    if (!grant || !limits) return next();
     const now = clock();
     if (limits.tokens_per_day) {
       const totals = log.totalsFor(grant.record.id);

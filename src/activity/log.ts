@@ -63,6 +63,20 @@ export function localDay(ms: number): string {
 
 const emptyTotals = (day: string): GrantTotals => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, day, today_calls: 0, today_tokens: 0 });
 
+/**
+ * Appends with a handle opened for that write only: a file held open for writing keeps a read-only
+ * remount (a disk gone bad) from happening, and reads need no write access.
+ */
+async function appendDurably(file: string, buf: Buffer): Promise<void> {
+  const handle = await open(file, 'a', 0o600);
+  try {
+    await handle.write(buf, 0, buf.length, null);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+}
+
 export class ActivityLog {
   /** the id of the first event still indexed */
   private base = 1;
@@ -91,7 +105,9 @@ export class ActivityLog {
   /** Opens (or creates) the data dir's activity log and indexes it; a torn last line (a crash) is cut off. */
   static async open(dataDir: string, bounds: ActivityBounds, clock: () => number, logger: Logger): Promise<ActivityLog> {
     const file = path.join(dataDir, ACTIVITY_FILE);
-    const handle = await open(file, 'a+', 0o600);
+    // created if missing, then read through a read-only handle (see appendDurably)
+    await (await open(file, 'a', 0o600)).close();
+    const handle = await open(file, 'r');
     const log = new ActivityLog(file, handle, bounds, clock, logger);
     await log.index();
     await log.dropOld();
@@ -206,12 +222,12 @@ export class ActivityLog {
 
   private async writePending(): Promise<void> {
     while (this.pending.length > 0) {
-      const batch = this.pending;
+      // a copy: events recorded while this one is written join the next batch
+      const batch = this.pending.slice();
       const lines = batch.map((e) => `${JSON.stringify(e)}\n`);
       const buf = Buffer.from(lines.join(''));
       try {
-        await this.handle.write(buf, 0, buf.length, null);
-        await this.handle.datasync();
+        await appendDurably(this.file, buf);
       } catch (err) {
         // a full disk: the events stay in memory and are tried again at the next flush
         this.logger.warn({ file: this.file, err: (err as Error).message }, 'activity log: could not write events');
@@ -324,7 +340,7 @@ export class ActivityLog {
     }
     await rename(tmp, this.file);
     await this.handle.close();
-    this.handle = await open(this.file, 'a+', 0o600);
+    this.handle = await open(this.file, 'r');
     const keptNext = this.nextId;
     await this.index();
     // the buffered events keep their ids, and the counters the buffered events had added

@@ -2,7 +2,7 @@ import type { AliasRecord, OAuthClientRecord, OAuthStateRecord, ProviderRecord, 
 import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from './schema.js';
 
 /**
- * The seam between svc's features and where their data lives (issue 12). Every feature reaches
+ * The seam between svc's features and where their data lives. Every feature reaches
  * its records through its own repository below, and nothing outside src/store sees how they are
  * stored. A second backend (a team server's database) implements these interfaces; the features
  * do not change. Two implementations exist: `storeRepositories` (store-repositories.ts) over the

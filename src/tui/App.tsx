@@ -6,6 +6,7 @@ import { Header } from './components/Header.js';
 import { KeyHints } from './components/KeyHints.js';
 import { RequestDetail } from './components/RequestDetail.js';
 import { RequestList } from './components/RequestList.js';
+import { AppsView } from './components/AppsView.js';
 import { StatusLine } from './components/StatusLine.js';
 import { safe } from './format.js';
 import { detailSecondsLeft, useUIState } from './state.js';
@@ -25,22 +26,32 @@ export function App({ width, height, color, user }: AppProps) {
   const body = Math.max(3, height - 6);
   const who = user ? safe(user, 40) : '';
   const d = s.screen === 'detail' ? s.detail : null;
+  const apps = s.view === 'apps';
   const call = s.screen === 'call' ? s.calls.find((c) => c.id === s.callId) : undefined;
-  const title = d
-    ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
-    : s.screen === 'call'
-      ? 'svc review › held tool call'
-      : s.screen === 'grants' || s.screen === 'grant'
-        ? 'svc review › tool choices of your grants'
-        : 'svc review: pending access requests';
-  const aside = s.screen !== 'list' ? who : [...(s.calls.length ? [`${s.calls.length} held`] : []), `${s.requests.length} pending`, who].filter(Boolean).join(' · ');
+  const title = apps
+    ? 'svc review: apps you let in'
+    : d
+      ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
+      : s.screen === 'call'
+        ? 'svc review › held tool call'
+        : s.screen === 'grants' || s.screen === 'grant'
+          ? 'svc review › tool choices of your grants'
+          : // `pending` is what people say; `draft` is the status the CLI and API show: named once, here
+            'svc review: pending (draft) access requests';
+  const aside = apps
+    ? [`${s.apps.grants.length} active`, who].filter(Boolean).join(' · ')
+    : s.screen !== 'list'
+      ? who
+      : [...(s.calls.length ? [`${s.calls.length} held`] : []), `${s.requests.length} pending`, who].filter(Boolean).join(' · ');
   // held calls come first, above the requests, with up to half the screen
   const callLines = s.calls.length ? Math.min(1 + 2 * s.calls.length, Math.max(3, Math.floor(body / 2))) : 0;
   return (
     <Box flexDirection="column" width={width}>
       <Header title={title} aside={aside} width={width} color={color} />
       <Box flexDirection="column" height={body} overflow="hidden">
-        {s.screen === 'call' ? (
+        {apps ? (
+          <AppsView apps={s.apps} width={width} height={body} color={color} />
+        ) : s.screen === 'call' ? (
           <CallDetail call={call} now={s.now} width={width} height={body} color={color} />
         ) : s.screen === 'grants' ? (
           <GrantList grants={s.grants} cursor={s.grantCursor} width={width} height={body} color={color} />
@@ -68,7 +79,12 @@ export function App({ width, height, color, user }: AppProps) {
       <Box height={2} overflow="hidden" width={width}>
         <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
       </Box>
-      <KeyHints screen={s.screen} color={color} decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0} onCall={currentCall(s) !== undefined} />
+      <KeyHints
+        screen={apps ? (s.apps.edit ? 'limits' : s.apps.confirmRevoke ? 'confirm' : 'apps') : s.screen}
+        color={color}
+        decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0}
+        onCall={!apps && currentCall(s) !== undefined}
+      />
     </Box>
   );
 }

@@ -129,7 +129,7 @@ describe('held calls in svc review', () => {
     await ui.press('a');
     await ui.see('error: Not approved: This call is already approved; it cannot be decided again. (not_pending)');
     await ui.press(KEY.escape);
-    await ui.see('svc review: pending access requests');
+    await ui.see('svc review: pending (draft) access requests');
   });
 });
 
@@ -247,7 +247,7 @@ describe('tool choices of a grant, later', () => {
     const client = new GrantsClient();
     client.add({});
     const ui = mount(client);
-    await ui.see('g grants');
+    await ui.see('g tool choices');
     await ui.press('g');
     await ui.see(/^› Notes App {2}g0000000 {2}1 MCP instance$/m);
     await ui.press(KEY.enter);
@@ -267,6 +267,6 @@ describe('tool choices of a grant, later', () => {
     await ui.press(KEY.escape);
     await ui.see('APPROVED GRANTS');
     await ui.press(KEY.escape);
-    await ui.see('svc review: pending access requests');
+    await ui.see('svc review: pending (draft) access requests');
   });
 });

@@ -1,6 +1,7 @@
 import { createContext, type ReactNode, useContext } from 'react';
 import type { ToolChoice } from '../store/schema.js';
 import { type AppRole, type HeldCall, type PendingRequest, ROLES, ROLE_NAMES, type ReviewData } from './types.js';
+import { type AppsAction, appsReducer, type AppsState, initialApps } from './apps-state.js';
 
 export type Screen = 'list' | 'detail' | 'call' | 'grants' | 'grant';
 
@@ -33,6 +34,9 @@ export interface DetailState {
 }
 
 export interface UIState {
+  /** Tab switches between the pending requests and the apps let in */
+  view: 'requests' | 'apps';
+  apps: AppsState;
   screen: Screen;
   /** Tool calls held for the reviewer: listed above the requests. */
   calls: HeldCall[];
@@ -72,9 +76,13 @@ export type Action =
   | { type: 'busy'; busy: boolean }
   | { type: 'decided'; id: string; text: string }
   | { type: 'notice'; notice: Notice | null }
-  | { type: 'tick'; now: number };
+  | { type: 'tick'; now: number }
+  | { type: 'switch-view' }
+  | AppsAction;
 
 export const initialState = (now: number): UIState => ({
+  view: 'requests',
+  apps: initialApps(),
   screen: 'list',
   calls: [],
   callId: null,
@@ -161,7 +169,10 @@ export function detailSecondsLeft(detail: DetailState, now: number): number {
 const clamp = (n: number, max: number) => Math.max(0, Math.min(n, max));
 
 export function reducer(state: UIState, action: Action): UIState {
+  if (action.type.startsWith('apps/')) return { ...state, apps: appsReducer(state.apps, action as AppsAction) };
   switch (action.type) {
+    case 'switch-view':
+      return { ...state, view: state.view === 'requests' ? 'apps' : 'requests', notice: null, apps: { ...state.apps, confirmRevoke: null, edit: null } };
     case 'list-loaded': {
       // Keep the cursor on the same row when others come and go.
       const current = listRows(state)[state.cursor]?.id;
@@ -290,6 +301,8 @@ export function reducer(state: UIState, action: Action): UIState {
       return { ...state, notice: action.notice };
     case 'tick':
       return { ...state, now: action.now };
+    default:
+      return state;
   }
 }
 

@@ -33,6 +33,8 @@ export function contentSecurityPolicy(nonce: string): string {
     `script-src 'nonce-${nonce}'`,
     `style-src 'nonce-${nonce}'`,
     "img-src 'self' data:",
+    // the pages that update by themselves ask svc's own API, and nothing else
+    "connect-src 'self'",
     "form-action 'self'",
     "frame-ancestors 'none'",
     "base-uri 'none'",

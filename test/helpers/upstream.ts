@@ -100,7 +100,9 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
         }
       });
       for (let i = 0; i < chunkCount && !closed; i++) {
-        const chunk = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: `part${i} ` }, finish_reason: null }] };
+        // as OpenAI does when asked for usage: every chunk says `usage: null`, a last one carries it
+        const withUsage = body.stream_options?.include_usage === true;
+        const chunk = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content: `part${i} ` }, finish_reason: null }], ...(withUsage ? { usage: null } : {}) };
         res.write(`data: ${JSON.stringify(chunk)}\n\n`);
         if (model === 'break' && i === 1) {
           res.socket?.destroy();
@@ -109,7 +111,9 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
         if (chunkDelay) await new Promise((r) => setTimeout(r, chunkDelay));
       }
       if (closed) return;
-      res.write(`data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`);
+      const withUsage = body.stream_options?.include_usage === true;
+      res.write(`data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], ...(withUsage ? { usage: null } : {}) })}\n\n`);
+      if (withUsage) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model, choices: [], usage: { prompt_tokens: 5, completion_tokens: 7, total_tokens: 12 } })}\n\n`);
       sentLast.at = Date.now();
       res.end('data: [DONE]\n\n');
       return;

@@ -5,7 +5,7 @@ import { argumentsText } from '../../mcp/display.js';
 import { hintWords } from '../../mcp/choices.js';
 import { inert } from '../../text.js';
 import { DaemonClient, usage } from '../client.js';
-import { resolveId, shortId } from '../ids.js';
+import { resolve, resolveId, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows } from '../output.js';
 
 /** The choices (and what `svc requests show` prints of tools), as the API answers them; type-only, so the CLI never loads zod. */
@@ -42,8 +42,9 @@ export function registerCalls(program: Command, o: Output): void {
     .command('calls')
     .description('Tool calls held for your decision: a tool you set to ask runs only once you approve that very call')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc calls list
   $ svc calls list --json
   $ svc calls approve 5d2a9c            # a unique prefix of the id will do
@@ -52,11 +53,7 @@ export function registerCalls(program: Command, o: Output): void {
 `,
     );
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
-  const callId = async (client: DaemonClient, typed: string) => {
-    if (/^[0-9a-f-]{36}$/i.test(typed)) return typed;
-    const { body } = await client.request<{ data: HeldCallView[] }>('GET', '/svc/v1/calls');
-    return resolveId(typed, body.data.map((c) => c.id), 'held call');
-  };
+  const callId = (client: DaemonClient, typed: string) => resolve(client, 'call', typed);
 
   calls
     .command('list')
@@ -116,8 +113,9 @@ export function registerRequestTools(program: Command, o: Output): void {
     .command('tools <id>')
     .description("Change a grant's tool choices for one instance; without a change, show them")
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc requests tools 3f2c... --instance 9b1e... --ask delete_file --deny format_disk
   $ svc requests tools 3f2c... --instance 9b1e... --default ask
   $ svc requests tools 3f2c...
@@ -132,11 +130,7 @@ export function registerRequestTools(program: Command, o: Output): void {
     .option('--json', 'machine-readable output')
     .action(async (typed: string, opts: { instance?: string; allow: string[]; ask: string[]; deny: string[]; reset: string[]; default?: string; json?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
-      let id = typed;
-      if (!/^[0-9a-f-]{36}$/i.test(typed)) {
-        const { body } = await client.request<{ data: { id: string }[] }>('GET', '/svc/v1/access-requests');
-        id = resolveId(typed, body.data.map((r) => r.id), 'request');
-      }
+      const id = await resolve(client, 'request', typed);
       const changes = [...opts.allow, ...opts.ask, ...opts.deny, ...opts.reset];
       let choices: GrantChoices[];
       if (changes.length === 0 && opts.default === undefined) {

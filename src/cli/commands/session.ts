@@ -7,13 +7,34 @@ import { CliError } from '../errors.js';
 import { type Output, printFields, printJson } from '../output.js';
 import { readSecret } from '../prompt.js';
 
+/**
+ * What waits and what runs, as the logged-in user may see it: requests waiting for a decision,
+ * active grants (an API key's grant counts as its key), and each provider's last discovery.
+ */
+async function overviewOf(client: DaemonClient) {
+  type Row = { status: string; app_client_id: string };
+  const [drafts, approved, providers] = await Promise.all([
+    client.request<{ data: Row[] }>('GET', '/svc/v1/access-requests?status=draft'),
+    client.request<{ data: Row[] }>('GET', '/svc/v1/access-requests?status=approved'),
+    client.request<{ data: { name: string; discovered_at: string | null; discovery_error: string | null }[] }>('GET', '/svc/v1/providers').catch(() => ({ body: { data: [] } })),
+  ]);
+  const keys = approved.body.data.filter((r) => r.app_client_id.startsWith('svc-key:')).length;
+  return {
+    requests_waiting: drafts.body.data.length,
+    grants_active: approved.body.data.length - keys,
+    keys_active: keys,
+    providers: providers.body.data.map((p) => ({ name: p.name, discovered_at: p.discovered_at, discovery_error: p.discovery_error })),
+  };
+}
+
 export function registerSession(program: Command, o: Output): void {
   program
     .command('status')
     .description('Is the daemon running, where, which version, and who the CLI is logged in as')
     .option('--json', 'machine-readable output')
-    .addHelpText('before', 'Examples:\n  $ svc status\n  $ svc status --json\n')
-    .action(async (opts: { json?: boolean }, cmd: Command) => {
+    .option('--url', "print only the daemon's URL, where browsers and apps reach it (for scripts: SVC=$(svc status --url))")
+    .addHelpText('after', '\nExamples:\n  $ svc status\n  $ svc status --json\n  $ curl -s "$(svc status --url)/svc/v1/health"\n')
+    .action(async (opts: { json?: boolean; url?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       let health: { version?: string } | null = null;
       let user: { username: string; role: string } | null = null;
@@ -23,24 +44,38 @@ export function registerSession(program: Command, o: Output): void {
       } catch {
         /* reported below */
       }
+      const overview = user ? await overviewOf(client) : null;
       const status = {
         running: health !== null,
         url: health ? client.url : null,
+        // where browsers and apps reach it: the --base-url, else where it listens
+        base_url: health ? (client.info?.base_url ?? client.url) : null,
         data_dir: client.dataDir,
         daemon_version: health?.version ?? null,
         cli_version: VERSION,
         pid: health ? (client.info?.pid ?? null) : null,
         logged_in_as: user ? user.username : null,
+        ...(overview ?? {}),
       };
-      if (opts.json) printJson(o, status);
+      if (opts.url) {
+        if (status.base_url) o.out(`${status.base_url}\n`);
+      } else if (opts.json) printJson(o, status);
       else
         printFields(o, [
           ['running', status.running ? 'yes' : 'no (start it with `svc serve`)'],
           ['url', status.url ?? ''],
+          ...(status.base_url && status.base_url !== status.url ? ([['base url', status.base_url]] as [string, unknown][]) : []),
           ['data dir', status.data_dir],
           ['version', status.daemon_version ?? `${VERSION} (cli)`],
           ['pid', status.pid ?? ''],
           ['logged in as', status.logged_in_as ?? (status.running ? 'nobody (run `svc login`)' : '')],
+          ...(overview
+            ? ([
+                ['waiting', `${overview.requests_waiting} access request${overview.requests_waiting === 1 ? '' : 's'} (svc review)`],
+                ['active', `${overview.grants_active} grant${overview.grants_active === 1 ? '' : 's'}, ${overview.keys_active} API key${overview.keys_active === 1 ? '' : 's'} (svc activity)`],
+                ...overview.providers.map((p): [string, unknown] => [`provider ${p.name}`, p.discovery_error ? `discovery failed ${p.discovered_at ?? ''}: ${p.discovery_error}` : p.discovered_at ? `discovered ${p.discovered_at}` : 'not discovered yet']),
+              ] as [string, unknown][])
+            : []),
         ]);
       // The hint also goes to stderr, so `--json` callers and scripts see it too.
       if (!status.running) throw new CliError(`No svc daemon runs for the data dir ${status.data_dir}. Start one with \`svc serve\`.`, 1);
@@ -51,7 +86,7 @@ export function registerSession(program: Command, o: Output): void {
     .description("Log the CLI in to the daemon (the session is kept in the data dir, 0600, sealed)")
     .option('--username <name>', 'account name', 'admin')
     .option('--password-stdin', 'read the password from standard input')
-    .addHelpText('before', 'Examples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
+    .addHelpText('after', '\nExamples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
     .action(async (opts: { username: string; passwordStdin?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
@@ -71,7 +106,7 @@ export function registerSession(program: Command, o: Output): void {
   program
     .command('logout')
     .description('End the CLI session')
-    .addHelpText('before', 'Examples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
+    .addHelpText('after', '\nExamples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
     .action(async (_opts, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);

@@ -2,8 +2,11 @@ import { Text } from 'ink';
 import { tone } from '../format.js';
 import type { Screen } from '../state.js';
 
+/** The request screens, and the Apps view with its two prompts. */
+export type HintScreen = Screen | 'apps' | 'confirm' | 'limits';
+
 export interface KeyHintsProps {
-  screen: Screen;
+  screen: HintScreen;
   color: boolean;
   /** in the detail: whether the request can still be decided (a draft with time left) */
   decidable?: boolean;
@@ -11,18 +14,21 @@ export interface KeyHintsProps {
   onCall?: boolean;
 }
 
-const HINTS: Record<Screen, string> = {
-  list: '↑↓/jk move  Enter open  g grants  q quit',
+const HINTS: Record<HintScreen, string> = {
+  list: '↑↓/jk move  Enter open  Tab apps  g tool choices  q quit',
   detail: '↑↓/jk move  space toggle/choose  r role  a approve  d deny  Esc back  q quit',
   call: 'a approve  d deny  Esc back  q quit',
   grants: '↑↓/jk move  Enter tool choices  Esc back  q quit',
   grant: '↑↓/jk move  space allow/ask/deny  s save  Esc back  q quit',
+  apps: '↑↓/jk move  r revoke  l limits  Tab requests  q quit',
+  confirm: 'y revoke  any other key keeps it',
+  limits: 'digits  Backspace  Tab next field  Enter save  Esc cancel',
 };
 const ON_CALL = '↑↓/jk move  Enter arguments  a approve  d deny  q quit';
 /** A request decided elsewhere, or expired: only what still works is offered. */
 const DECIDED = 'Esc back  q quit';
 
-/** The bottom line: the keys that work on this screen (CONTRACT §10). */
+/** The bottom line: the keys that work on this screen (decisions: Review surfaces). */
 export function KeyHints({ screen, color, decidable = true, onCall = false }: KeyHintsProps) {
   return (
     <Text wrap="truncate-end" {...tone(color, 'muted')}>
