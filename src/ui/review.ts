@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { CLIENT_KIND_BADGES } from '../access-requests/client-kinds.js';
-import { type AppInfo, clientView, reviewView } from '../access-requests/routes.js';
+import { type AppInfo, clientView, reviewView } from '../access-requests/views.js';
 import { approveBody } from '../access-requests/schemas.js';
 import { type AccessRequestsService, decisionRedirect } from '../access-requests/service.js';
 import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
