@@ -44,6 +44,8 @@ export function App({ width, height, color, user }: AppProps) {
             selected={d.selected}
             cursor={d.cursor}
             secondsLeft={detailSecondsLeft(d, s.now)}
+            limits={d.limits}
+            editing={d.editing}
             width={width}
             height={body}
             color={color}

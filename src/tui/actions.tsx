@@ -130,7 +130,10 @@ export function createActions({ client, dispatch, getState, clock, exit }: Actio
       const count = mcp_servers.reduce((n, server) => n + server.instance_ids.length, 0);
       dispatch({ type: 'busy', busy: true });
       try {
-        const res = await client.approve(d.id, { approved_role: d.role, approved: { version: '1', mcp_servers } });
+        const rpm = limitValue(d.limits.rpm);
+        const tokens = limitValue(d.limits.tokens);
+        const limits = rpm || tokens ? { limits: { requests_per_minute: rpm, tokens_per_day: tokens } } : {};
+        const res = await client.approve(d.id, { approved_role: d.role, approved: { version: '1', mcp_servers }, ...limits });
         const text =
           res.status === 'denied'
             ? `Denied ${appLabel(s)}: it signs in for an MCP instance you did not tick, so its token could reach nothing.`

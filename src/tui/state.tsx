@@ -19,6 +19,9 @@ export interface DetailState {
   selected: string[];
   /** Index into the selectable (enabled) instances. */
   cursor: number;
+  /** The limits `a` would set (empty: none), and whether `l` is editing them. */
+  limits: { rpm: string; tokens: string };
+  editing: 'rpm' | 'tokens' | null;
 }
 
 export interface UIState {
@@ -52,6 +55,7 @@ export type Action =
   | { type: 'notice'; notice: Notice | null }
   | { type: 'tick'; now: number }
   | { type: 'switch-view' }
+  | { type: 'detail-limits'; limits: { rpm: string; tokens: string }; editing: 'rpm' | 'tokens' | null }
   | AppsAction;
 
 export const initialState = (now: number): UIState => ({
@@ -95,6 +99,8 @@ const clamp = (n: number, max: number) => Math.max(0, Math.min(n, max));
 export function reducer(state: UIState, action: Action): UIState {
   if (action.type.startsWith('apps/')) return { ...state, apps: appsReducer(state.apps, action as AppsAction) };
   switch (action.type) {
+    case 'detail-limits':
+      return state.detail ? { ...state, detail: { ...state.detail, limits: action.limits, editing: action.editing } } : state;
     case 'switch-view':
       return { ...state, view: state.view === 'requests' ? 'apps' : 'requests', notice: null, apps: { ...state.apps, confirmRevoke: null, edit: null } };
     case 'list-loaded': {
@@ -117,7 +123,7 @@ export function reducer(state: UIState, action: Action): UIState {
         ...state,
         screen: 'detail',
         notice: null,
-        detail: { id: action.id, data: null, fetchedAt: action.at, role: null, selected: [], cursor: 0 },
+        detail: { id: action.id, data: null, fetchedAt: action.at, role: null, selected: [], cursor: 0, limits: { rpm: '', tokens: '' }, editing: null },
       };
     case 'detail-loaded': {
       if (!state.detail || state.detail.id !== action.data.id) return state;

@@ -14,7 +14,7 @@ export interface KeyHintsProps {
 
 const HINTS: Record<HintScreen, string> = {
   list: '↑↓/jk move  Enter open  Tab apps  q quit',
-  detail: '↑↓/jk move  space toggle  r role  a approve  d deny  Esc back  q quit',
+  detail: '↑↓/jk move  space toggle  r role  l limits  a approve  d deny  Esc back  q quit',
   apps: '↑↓/jk move  r revoke  l limits  Tab requests  q quit',
   confirm: 'y revoke  any other key keeps it',
   limits: 'digits  Backspace  Tab next field  Enter save  Esc cancel',
