@@ -57,6 +57,11 @@ export function draftCapReached(undecided: Iterable<string>, clientId: string, c
     all++;
     if (client === clientId) mine++;
   }
+  return draftCapFromCounts(mine, all, caps);
+}
+
+/** The same answer from the counts: the client's own undecided drafts, and everyone's. */
+export function draftCapFromCounts(mine: number, all: number, caps: DraftCaps): DraftInsert | undefined {
   if (mine >= caps.perClient) return { stored: false, full: 'client', count: mine };
   if (all >= caps.total) return { stored: false, full: 'all', count: all };
   return undefined;
