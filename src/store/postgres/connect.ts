@@ -1,7 +1,11 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { followChanges } from './changes.js';
-import { migrate } from './migrations.js';
+import { LOCK_NAMESPACE, LOCKS, migrate } from './migrations.js';
 import { newOrigin, postgresRepositories, type PostgresRepositories } from './repositories.js';
+import { redactDatabaseUrl } from './url.js';
+
+export { redactDatabaseUrl } from './url.js';
 
 /**
  * Opening the team store: a pool whose every wait is bounded, the schema brought up to date, the
@@ -15,18 +19,6 @@ import { newOrigin, postgresRepositories, type PostgresRepositories } from './re
  */
 export const TIMEOUTS = { connectMs: 2_000, statementMs: 2_500, lockMs: 2_000, queryMs: 3_000, idleInTransactionMs: 10_000 };
 const POOL_SIZE = 10;
-
-/** The URL with its password (in the authority or the query) replaced, for every message that names it. */
-export function redactDatabaseUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    for (const name of [...u.searchParams.keys()]) if (/pass|secret|key/i.test(name)) u.searchParams.set(name, '***');
-    return u.toString();
-  } catch {
-    return 'the database URL (unreadable)';
-  }
-}
 
 export function poolConfig(url: string): pg.PoolConfig {
   return {
@@ -48,7 +40,35 @@ export interface TeamStore {
   pool: pg.Pool;
   /** the database URL with no password, for logs */
   where: string;
+  /**
+   * Waits for the first-start lock (another replica may hold it while it sets up), calling
+   * `stillWanted` (which throws to give up) as it waits; answers its release. Held on a connection
+   * of its own, so a replica that dies holding it lets it go with its connection.
+   */
+  holdFirstStart(stillWanted: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
+}
+
+const SETUP_WAIT_MS = 120_000;
+
+async function holdSessionLock(url: string, key: number, stillWanted: () => void): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: TIMEOUTS.connectMs, query_timeout: TIMEOUTS.queryMs, keepAlive: true, application_name: 'svc setup' });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const until = Date.now() + SETUP_WAIT_MS;
+    // polled rather than waited for in one statement: a start that is stopped must stop waiting
+    while (!(await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS ok', [LOCK_NAMESPACE, key])).rows[0].ok) {
+      stillWanted();
+      if (Date.now() > until) throw new Error(`another replica held the first-start lock for over ${SETUP_WAIT_MS / 1000} s`);
+      await sleep(100);
+    }
+  } catch (err) {
+    await client.end().catch(() => undefined);
+    throw err;
+  }
+  let released: Promise<void> | null = null;
+  return () => (released ??= client.end().catch(() => undefined));
 }
 
 export interface TeamStoreOptions {
@@ -89,6 +109,7 @@ export async function openTeamStore(url: string, opts: TeamStoreOptions = {}): P
       repos,
       pool,
       where: redactDatabaseUrl(url),
+      holdFirstStart: (stillWanted) => holdSessionLock(url, LOCKS.firstStart, stillWanted),
       async close() {
         await follower.close();
         await pool.end();

@@ -1,0 +1,188 @@
+/**
+ * A team server end to end: real daemons (replicas), each with a data dir of its own, on one
+ * real PostgreSQL database, behind a round-robin loopback balancer that sends each request to
+ * the next replica. What one replica does, the other sees at once: the first admin, sessions,
+ * access requests, revokes; and while the database is down they answer 503 and recover by
+ * themselves.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Secret } from '../src/config.js';
+import { MasterKeyError } from '../src/store/master-key.js';
+import { type Balancer, startBalancer } from './helpers/balancer.js';
+import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { Api, createBody } from './helpers/http.js';
+import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
+import { needs } from './helpers/requirements.js';
+
+const available = needs(postgresBinDir() !== null, 'team server (replicas on PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
+
+/** Polls `check` until it holds; fails naming `what` when `ms` runs out. */
+async function eventually(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Team {
+  balancer: Balancer;
+  replicas: TestDaemon[];
+  database: string;
+  /** the admin's password, printed by exactly one replica */
+  password: string;
+  /** a browser (or app) that talks to the balancer */
+  api(): Api;
+}
+
+describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a balancer', () => {
+  let pg: TestPostgres;
+  const teamKey = randomBytes(32).toString('base64url');
+  const running: { stop(): Promise<void> }[] = [];
+
+  beforeAll(async () => {
+    pg = await startPostgres();
+  }, 40_000);
+  afterEach(async () => {
+    for (const r of running.splice(0).reverse()) await r.stop().catch(() => undefined);
+  }, 40_000);
+  afterAll(async () => {
+    await pg?.close();
+  }, 40_000);
+
+  const replica = async (database: string, baseUrl: string, key = teamKey) => {
+    const d = await startTestDaemon({ config: { database: new Secret(database), masterKey: { value: new Secret(key) }, baseUrl } });
+    running.push(d);
+    return d;
+  };
+
+  /** `n` replicas started together on a new database, and the balancer in front of them. */
+  async function startTeam(n = 2): Promise<Team> {
+    const database = await pg.createDatabase();
+    const balancer = await startBalancer();
+    running.push({ stop: () => balancer.close() });
+    const replicas = await Promise.all(Array.from({ length: n }, () => replica(database, balancer.url)));
+    balancer.targets.push(...replicas.map((r) => r.url));
+    const password = replicas.map((r) => r.initialAdminPassword).find(Boolean) ?? '';
+    return { balancer, replicas, database, password, api: () => new Api(balancer.url) };
+  }
+
+  /** Which replica answered a control-plane call. */
+  const instanceOf = (res: { headers: Headers }) => res.headers.get('x-svc-instance');
+
+  it('replicas starting together on an empty database make exactly one admin, and exactly one prints its password', async () => {
+    const team = await startTeam(3);
+    const passwords = team.replicas.map((r) => r.initialAdminPassword).filter(Boolean);
+    expect(passwords).toHaveLength(1);
+    const printed = team.replicas.flatMap((r) => r.notices).filter((line) => line.includes(passwords[0]!));
+    expect(printed).toHaveLength(1);
+    expect(team.replicas.flatMap((r) => r.notices).filter((line) => /Created the user/.test(line))).toHaveLength(1);
+    expect((await team.replicas[0].deps.repos.users.list()).map((u) => u.username)).toEqual(['admin']);
+    // the password works on every replica
+    for (let i = 0; i < 3; i++) expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
+    expect(new Set(team.balancer.history).size).toBe(3);
+  });
+
+  it('a session made on one replica works on the others (no sticky sessions)', async () => {
+    const team = await startTeam();
+    const admin = team.api();
+    const login = await admin.post('/svc/v1/auth/login', { username: 'admin', password: team.password });
+    expect(login.status).toBe(200);
+    const seen = new Set([instanceOf(login)]);
+    for (let i = 0; i < 4; i++) {
+      const me = await admin.get('/svc/v1/auth/me');
+      expect(me.status).toBe(200);
+      expect(me.body.user.username).toBe('admin');
+      seen.add(instanceOf(me));
+    }
+    expect(seen.size).toBe(2);
+    // and a logout on one ends it on the other
+    const out = await admin.post('/svc/v1/auth/logout');
+    const after = await admin.request('GET', '/svc/v1/auth/me', undefined, { Cookie: login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ') });
+    expect(instanceOf(after)).not.toBe(instanceOf(out));
+    expect(after.status).toBe(401);
+  });
+
+  it('an access request created on one replica is approved on the other, and its app sees the grant on either', async () => {
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const app = team.api();
+    const created = await app.post('/svc/v1/apps/request-access', createBody({ requested_role: 'scope_user_user' }));
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const approved = await admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user', approved: { version: '1', mcp_servers: [] } });
+    expect(approved.status).toBe(200);
+    const [createdOn, approvedOn] = team.balancer.history.slice(-2);
+    expect(createdOn).not.toBe(approvedOn);
+    for (let i = 0; i < 2; i++) {
+      const poll = await app.get(`/svc/v1/apps/access-requests/${id}?app_client_id=demo-app`);
+      expect(poll.status).toBe(200);
+      expect(poll.body.status).toBe('approved');
+    }
+  });
+
+  it('a revoke answered by one replica refuses the very next call on the other', async () => {
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const key = await admin.post('/svc/v1/keys', { name: 'team key' });
+    expect(key.status).toBe(201);
+    const app = team.api();
+    const bearer = { Authorization: `Bearer ${key.body.key}` };
+    for (let i = 0; i < 2; i++) expect((await app.get('/v1/models', bearer)).status).toBe(200);
+    const revoked = await admin.post(`/svc/v1/keys/${key.body.id}/revoke`);
+    expect(revoked.status).toBe(200);
+    const refused = await app.get('/v1/models', bearer);
+    const [revokedOn, refusedOn] = team.balancer.history.slice(-2);
+    expect(refusedOn).not.toBe(revokedOn);
+    expect(refused.status).toBe(401);
+    expect((await app.get('/v1/models', bearer)).status).toBe(401);
+  });
+
+  it('while the database is down every replica answers 503 store_unavailable within 5 s, stays up, and recovers by itself', async () => {
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    await pg.stopServer();
+    try {
+      for (let i = 0; i < 2; i++) {
+        const started = Date.now();
+        const res = await admin.get('/svc/v1/auth/me');
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(res.status).toBe(503);
+        expect(res.body.error.code).toBe('store_unavailable');
+      }
+      expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
+    } finally {
+      await pg.startServer();
+    }
+    await eventually('both replicas to serve the session again', async () => {
+      const answers = [await admin.get('/svc/v1/auth/me'), await admin.get('/svc/v1/auth/me')];
+      return answers.every((a) => a.status === 200);
+    });
+    for (const r of team.replicas) {
+      const logs = r.logs.join('\n');
+      expect(logs).not.toContain(pg.password);
+      expect(logs).not.toContain(teamKey);
+    }
+  }, 40_000);
+
+  it('a replica whose master key does not open the database refuses to start, naming the master key', async () => {
+    const team = await startTeam(1);
+    const wrong = randomBytes(32).toString('base64url');
+    const err = await replica(team.database, team.balancer.url, wrong).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(err).toBeInstanceOf(MasterKeyError);
+    expect(err!.message).toMatch(/master key \(SVC_MASTER_KEY or --master-key-file\) does not open this database/);
+    expect(err!.message).not.toContain(wrong);
+    // nothing of the team changed: its admin still logs in
+    expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
+  });
+
+  it('a replica with no master key, or one that is not 32 bytes, refuses to start and says how to make one', async () => {
+    const database = await pg.createDatabase();
+    await expect(startTestDaemon({ config: { database: new Secret(database), masterKey: null } })).rejects.toThrow(/needs the team's master key: set SVC_MASTER_KEY/);
+    await expect(startTestDaemon({ config: { database: new Secret(database), masterKey: { value: new Secret('c2hvcnQ') } } })).rejects.toThrow(/SVC_MASTER_KEY is not 32 bytes of base64url/);
+  });
+});
