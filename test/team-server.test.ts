@@ -6,11 +6,15 @@
  * themselves.
  */
 import { randomBytes } from 'node:crypto';
+import { rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Secret } from '../src/config.js';
 import { MasterKeyError } from '../src/store/master-key.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from './helpers/cli.js';
+import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { Api, createBody } from './helpers/http.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
@@ -58,8 +62,9 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
   };
 
   /** `n` replicas started together on a new database, and the balancer in front of them. */
-  async function startTeam(n = 2): Promise<Team> {
-    const database = await pg.createDatabase();
+  async function startTeam(n = 2, through?: (url: string) => string): Promise<Team> {
+    const created = await pg.createDatabase();
+    const database = through ? through(created) : created;
     const balancer = await startBalancer();
     running.push({ stop: () => balancer.close() });
     const replicas = await Promise.all(Array.from({ length: n }, () => replica(database, balancer.url)));
@@ -166,6 +171,31 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     }
   }, 40_000);
 
+  it('while the database does not answer at all (a partition), calls answer 503 within 5 s, never hang, and succeed once it answers again', async () => {
+    const proxy = await startTcpProxy(pg.port);
+    running.push({ stop: () => proxy.close() });
+    const team = await startTeam(2, (url) => url.replace(`:${pg.port}/`, `:${proxy.port}/`));
+    const admin = await team.api().login('admin', team.password);
+    expect((await admin.get('/svc/v1/auth/me')).status).toBe(200);
+    proxy.freeze();
+    try {
+      const calls = [() => admin.get('/svc/v1/auth/me'), () => admin.get('/svc/v1/auth/me'), () => admin.post('/svc/v1/keys', { name: 'during the partition' })];
+      for (const call of calls) {
+        const started = Date.now();
+        const res = await call();
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(res.status).toBe(503);
+        expect(res.body.error.code).toBe('store_unavailable');
+      }
+    } finally {
+      proxy.thaw();
+    }
+    await eventually('both replicas to serve the session again', async () => {
+      const answers = [await admin.get('/svc/v1/auth/me'), await admin.get('/svc/v1/auth/me')];
+      return answers.every((a) => a.status === 200);
+    });
+  }, 60_000);
+
   it('a replica whose master key does not open the database refuses to start, naming the master key', async () => {
     const team = await startTeam(1);
     const wrong = randomBytes(32).toString('base64url');
@@ -179,6 +209,29 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     // nothing of the team changed: its admin still logs in
     expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
   });
+
+  it('`svc serve --database --master-key-file` runs a replica whose CLI works over its socket; an unreachable database is named without its password', async () => {
+    const database = await pg.createDatabase();
+    const dir = await tempDir();
+    running.push({ stop: () => rm(dir, { recursive: true, force: true }) });
+    const keyFile = path.join(dir, 'team.key');
+    await writeFile(keyFile, `${teamKey}\n`, { mode: 0o600 });
+    const dataDir = path.join(dir, 'replica');
+    const serve = await startServe(dataDir, cleanEnv(), ['--database', database, '--master-key-file', keyFile]);
+    running.push({ stop: async () => void (await serve.stop()) });
+    expect(serve.stdout()).toMatch(/first start\. Created the user "admin"/);
+    const users = await runSvc(['users', 'list', '--json'], { env: cleanEnv({ SVC_HOME: dataDir }) });
+    expect(users.exitCode).toBe(0);
+    expect(JSON.parse(users.stdout).map((u: { username: string }) => u.username)).toEqual(['admin']);
+    expect(serve.stdout() + serve.stderr()).not.toContain(pg.password);
+    expect(serve.stdout() + serve.stderr()).not.toContain(teamKey);
+
+    const nowhere = `postgres://postgres:${pg.password}@127.0.0.1:${await closedPort()}/svc`;
+    const refused = await serveExpectingFailure(path.join(dir, 'other'), cleanEnv({ SVC_DATABASE_URL: nowhere, SVC_MASTER_KEY: teamKey }));
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toMatch(/Cannot use the database at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/svc: .*ECONNREFUSED/);
+    expect(refused.stdout + refused.stderr).not.toContain(pg.password);
+  }, 60_000);
 
   it('a replica with no master key, or one that is not 32 bytes, refuses to start and says how to make one', async () => {
     const database = await pg.createDatabase();
