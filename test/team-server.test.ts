@@ -6,6 +6,7 @@
  * themselves.
  */
 import { randomBytes } from 'node:crypto';
+import * as oidc from 'openid-client';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from 
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { Api, createBody } from './helpers/http.js';
+import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
 
@@ -142,6 +144,31 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect(refusedOn).not.toBe(revokedOn);
     expect(refused.status).toBe(401);
     expect((await app.get('/v1/models', bearer)).status).toBe(401);
+  });
+
+  it('an authorization started on one replica finishes on another, and its tokens work, refresh and end on every replica', async () => {
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const { clientId, secret } = await registerClient(admin);
+    const app = team.api();
+    const created = await app.post('/svc/v1/apps/request-access', createBody({ app_client_id: clientId, flow_type: 'redirect', redirect_url: 'http://127.0.0.1:65010/callback', requested_role: 'scope_user_user' }));
+    expect(created.status).toBe(201);
+    const approved = await admin.put(`/svc/v1/access-requests/${created.body.id}/approve`, { approved_role: 'scope_user_user', approved: { version: '1', mcp_servers: [] } });
+    expect(approved.status).toBe(200);
+    const config = await oidcConfig({ baseUrl: team.balancer.url } as TestDaemon, clientId, secret);
+    const before = team.balancer.history.length;
+    // every hop of the dance (authorize, interaction, consent, callback, token) goes to the next replica
+    const result = await authorize(config, admin, approved.body.access_request_scope);
+    expect(result.error).toBeUndefined();
+    expect(new Set(team.balancer.history.slice(before)).size).toBe(2);
+    const tokens = result.tokens!;
+    const bearer = { Authorization: `Bearer ${tokens.access_token}` };
+    for (let i = 0; i < 2; i++) expect((await app.get('/svc/v1/apps/mcps', bearer)).status).toBe(200);
+    const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token!);
+    await expect(oidc.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toThrow();
+    const revoked = await admin.post(`/svc/v1/access-requests/${created.body.id}/revoke`);
+    expect(revoked.status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await app.get('/svc/v1/apps/mcps', { Authorization: `Bearer ${refreshed.access_token}` })).status).toBe(401);
   });
 
   it('while the database is down every replica answers 503 store_unavailable within 5 s, stays up, and recovers by itself', async () => {

@@ -36,6 +36,8 @@ export interface OAuthStateRecord {
   expires_at: number | null;
   /** ms; absent on rows written before it was kept */
   created_at?: number;
+  /** a hash of the uid or user code oidc-provider finds this row by, on a team server (where every model is stored) */
+  lookup?: string;
 }
 
 export interface ProviderRecord {
