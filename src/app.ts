@@ -7,7 +7,7 @@ import { accessRequestRoutes } from './access-requests/routes.js';
 import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
-import { LoginService } from './auth/login.js';
+import { DEFAULT_LOGIN_LIMITS, LoginService } from './auth/login.js';
 import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL, QUIET_HEADER } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
@@ -76,7 +76,7 @@ export interface App {
 export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.repos, deps.clock);
-  const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL));
+  const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
   const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {

@@ -77,19 +77,20 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
       const url = await server.createDatabase();
       const c = await client(url);
       expect(await appliedVersions(c)).toEqual([]);
-      for (const step of MIGRATIONS) {
-        expect(await migrate(c, { target: step.version - 1 })).toEqual([]);
-        expect(await migrate(c, { target: step.version })).toEqual([step.version]);
-        expect(await appliedVersions(c)).toEqual(MIGRATIONS.filter((m) => m.version <= step.version).map((m) => m.version));
-      }
-      expect(await migrate(c)).toEqual([]);
-      // what the newest schema holds, it holds through the repositories
       const pool = new pg.Pool(poolConfig(url));
       pool.on('error', () => undefined);
       toClose.push(() => pool.end());
       const repos = postgresRepositories(pool);
-      await repos.users.put(user('u1', 'Alice'));
-      expect((await repos.users.findByName('ALICE'))?.id).toBe('u1');
+      for (const step of MIGRATIONS) {
+        expect(await migrate(c, { target: step.version - 1 })).toEqual([]);
+        expect(await migrate(c, { target: step.version })).toEqual([step.version]);
+        expect(await appliedVersions(c)).toEqual(MIGRATIONS.filter((m) => m.version <= step.version).map((m) => m.version));
+        // what was stored before each step is still there after it
+        await repos.users.put(user(`u${step.version}`, `User${step.version}`));
+        expect((await repos.users.list()).map((u) => u.id)).toEqual(MIGRATIONS.filter((m) => m.version <= step.version).map((m) => `u${m.version}`));
+      }
+      expect(await migrate(c)).toEqual([]);
+      expect((await repos.users.findByName('USER1'))?.id).toBe('u1');
     });
 
     it('replicas starting together on an empty database: exactly one runs the steps', async () => {
@@ -138,6 +139,21 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
         const results = await Promise.allSettled([decide(a, 'approved'), decide(b, 'denied')]);
         expect(results.map((x) => x.status).sort()).toEqual(['fulfilled', 'rejected']);
       }
+    });
+
+    it('login failures counted on two replicas at once add up, and old ones are forgotten', async () => {
+      const url = await server.createDatabase();
+      const [a, b] = [await open(url), await open(url)];
+      const count = (store: TeamStore) =>
+        store.repos.loginFailures!.modify('alice\u0000127.0.0.1', 0, (e) => ({ next: { count: (e?.count ?? 0) + 1, blockedUntil: 0, last: NOW }, result: undefined }));
+      await Promise.all(Array.from({ length: 20 }, (_, i) => count(i % 2 ? a : b)));
+      const seen = await a.repos.loginFailures!.modify('alice\u0000127.0.0.1', 0, (e) => ({ next: e, result: e?.count }));
+      expect(seen).toBe(20);
+      const c = await client(url);
+      // stored under a hash: the table names neither the user nor the address
+      expect(JSON.stringify((await c.query('SELECT * FROM login_failures')).rows)).not.toMatch(/alice|127\.0\.0\.1/);
+      const after = await b.repos.loginFailures!.modify('alice\u0000127.0.0.1', NOW + 1, (e) => ({ next: e, result: e }));
+      expect(after).toBeUndefined();
     });
 
     it("a replica's listeners hear the changes another replica commits, and not those rolled back", async () => {

@@ -14,7 +14,7 @@ import { Secret } from '../src/config.js';
 import { MasterKeyError } from '../src/store/master-key.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from './helpers/cli.js';
-import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
+import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
@@ -57,19 +57,19 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     await pg?.close();
   }, 40_000);
 
-  const replica = async (database: string, baseUrl: string, key = teamKey) => {
-    const d = await startTestDaemon({ config: { database: new Secret(database), masterKey: { value: new Secret(key) }, baseUrl } });
+  const replica = async (database: string, baseUrl: string, key = teamKey, clock?: () => number) => {
+    const d = await startTestDaemon({ clock, config: { database: new Secret(database), masterKey: { value: new Secret(key) }, baseUrl } });
     running.push(d);
     return d;
   };
 
   /** `n` replicas started together on a new database, and the balancer in front of them. */
-  async function startTeam(n = 2, through?: (url: string) => string): Promise<Team> {
+  async function startTeam(n = 2, through?: (url: string) => string, clock?: () => number): Promise<Team> {
     const created = await pg.createDatabase();
     const database = through ? through(created) : created;
     const balancer = await startBalancer();
     running.push({ stop: () => balancer.close() });
-    const replicas = await Promise.all(Array.from({ length: n }, () => replica(database, balancer.url)));
+    const replicas = await Promise.all(Array.from({ length: n }, () => replica(database, balancer.url, teamKey, clock)));
     balancer.targets.push(...replicas.map((r) => r.url));
     const password = replicas.map((r) => r.initialAdminPassword).find(Boolean) ?? '';
     return { balancer, replicas, database, password, api: () => new Api(balancer.url) };
@@ -144,6 +144,23 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect(refusedOn).not.toBe(revokedOn);
     expect(refused.status).toBe(401);
     expect((await app.get('/v1/models', bearer)).status).toBe(401);
+  });
+
+  it('login backoff counts the failures of every replica: guesses spread over both are slowed as on one', async () => {
+    // one clock for both replicas, standing still: the delay is decided by the count, not by how fast the test runs
+    const clock = testClock();
+    const team = await startTeam(2, undefined, clock);
+    const guess = () => team.api().post('/svc/v1/auth/login', { username: 'admin', password: 'not-the-password' });
+    for (let i = 0; i < 5; i++) expect((await guess()).status).toBe(401);
+    expect(new Set(team.balancer.history).size).toBe(2);
+    // the fifth failure (on either replica) blocks the pair for a second, on both
+    for (let i = 0; i < 2; i++) {
+      const blocked = await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password });
+      expect(blocked.status).toBe(429);
+      expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
+    clock.advance(1_001);
+    expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
   });
 
   it('an authorization started on one replica finishes on another, and its tokens work, refresh and end on every replica', async () => {

@@ -121,7 +121,28 @@ export interface RepositorySet {
   signingKeys: ValueRepository<string | undefined>;
 }
 
+/** A failed-login counter, as the login service keeps one per (username, address). */
+export interface LoginFailureEntry {
+  count: number;
+  blockedUntil: number;
+  last: number;
+}
+
+/**
+ * Login failures kept where every replica of a team server counts them. `modify` reads the entry
+ * under `key`, stores what `fn` answers for it (undefined: none) and answers `fn`'s result, as one
+ * atomic step; entries last changed before `forgetBefore` go meanwhile.
+ */
+export interface LoginFailureRepository {
+  modify<R>(key: string, forgetBefore: number, fn: (entry: LoginFailureEntry | undefined) => { next: LoginFailureEntry | undefined; result: R }): Promise<R>;
+}
+
 export interface Repositories extends RepositorySet {
+  /**
+   * Where login failures are counted when other processes serve the same data (a team server);
+   * absent, this process is the only one, and the login service counts them in memory.
+   */
+  loginFailures?: LoginFailureRepository;
   /**
    * Runs `fn` as one atomic change across repositories: every write in it becomes durable
    * together or not at all, and its reads see its own writes and every earlier change. `fn` uses

@@ -46,6 +46,13 @@ export const MIGRATIONS: Migration[] = [
       'CREATE TABLE svc_values (name text PRIMARY KEY, value jsonb NOT NULL);',
     ].join('\n'),
   },
+  {
+    version: 2,
+    name: 'login failures counted across replicas',
+    // keyed by a hash of (username, address): the table names neither
+    sql: `CREATE TABLE login_failures (key text PRIMARY KEY, count integer NOT NULL, blocked_until bigint NOT NULL, last bigint NOT NULL);
+CREATE INDEX login_failures_last ON login_failures (last);`,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

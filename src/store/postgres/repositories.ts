@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import type pg from 'pg';
@@ -10,6 +10,8 @@ import {
   type DraftCaps,
   draftCapFromCounts,
   type DraftInsert,
+  type LoginFailureEntry,
+  type LoginFailureRepository,
   type McpToolCacheRepository,
   type RecordRepository,
   type Repositories,
@@ -365,6 +367,29 @@ class PgValue<T> implements ValueRepository<T> {
   }
 }
 
+/** Login failures in one table every replica counts in, under a hash of the key. */
+class PgLoginFailures implements LoginFailureRepository {
+  constructor(private readonly shared: PostgresShared) {}
+
+  modify<R>(key: string, forgetBefore: number, fn: (entry: LoginFailureEntry | undefined) => { next: LoginFailureEntry | undefined; result: R }): Promise<R> {
+    const hashed = createHash('sha256').update(key).digest('base64url');
+    return this.shared.transaction(async (tx) => {
+      await tx.query('DELETE FROM login_failures WHERE last < $1', [forgetBefore]);
+      const res = await tx.query('SELECT count, blocked_until, last FROM login_failures WHERE key = $1 FOR UPDATE', [hashed]);
+      const row = res.rows[0];
+      const { next, result } = fn(row ? { count: Number(row.count), blockedUntil: Number(row.blocked_until), last: Number(row.last) } : undefined);
+      if (!next) await tx.query('DELETE FROM login_failures WHERE key = $1', [hashed]);
+      else {
+        await tx.query(
+          'INSERT INTO login_failures (key, count, blocked_until, last) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET count = EXCLUDED.count, blocked_until = EXCLUDED.blocked_until, last = EXCLUDED.last',
+          [hashed, next.count, next.blockedUntil, next.last],
+        );
+      }
+      return result;
+    });
+  }
+}
+
 function repositorySet(scope: Scope): RepositorySet {
   return {
     accessRequests: new PgAccessRequests(scope),
@@ -397,6 +422,7 @@ export function postgresRepositories(pool: pg.Pool): PostgresRepositories {
   return {
     ...repositorySet({ shared }),
     shared,
+    loginFailures: new PgLoginFailures(shared),
     transaction: (fn) => shared.transaction((tx) => fn(repositorySet({ shared, tx }))),
   };
 }
