@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import os from 'node:os';
 import Router from '@koa/router';
 import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
@@ -28,7 +29,7 @@ import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
 import { McpToolsService } from './mcp/tools.js';
 import { ModelCatalog } from './models/catalog.js';
-import { ModelDownloads } from './models/downloads.js';
+import { ModelDownloads, replicaOf } from './models/downloads.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
 import { sweepOAuthState } from './oauth/adapter.js';
 import { OAuthClientsService } from './oauth/clients.js';
@@ -98,7 +99,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
   const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.repos, deps.clock);
-  const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, { quotaBytes: deps.config.downloadQuotaBytes, allowNetworks: deps.config.downloadAllowNetworks });
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, {
+    quotaBytes: deps.config.downloadQuotaBytes,
+    allowNetworks: deps.config.downloadAllowNetworks,
+    replica: deps.config.database ? replicaOf(os.hostname(), deps.config.dataDir) : undefined,
+  });
 
   const { config } = deps;
   // An external issuer's tokens carry its one audience, so only the embedded issuer points hosts

@@ -5,13 +5,18 @@
  * access requests, revokes; and while the database is down they answer 503 and recover by
  * themselves.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
 import * as oidc from 'openid-client';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Secret } from '../src/config.js';
+import { replicaOf } from '../src/models/downloads.js';
 import { MasterKeyError } from '../src/store/master-key.js';
+import type { PullRecord } from '../src/store/records.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from './helpers/cli.js';
 import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
@@ -186,6 +191,47 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     const revoked = await admin.post(`/svc/v1/access-requests/${created.body.id}/revoke`);
     expect(revoked.status).toBe(200);
     for (let i = 0; i < 2; i++) expect((await app.get('/svc/v1/apps/mcps', { Authorization: `Bearer ${refreshed.access_token}` })).status).toBe(401);
+  });
+
+  it("after a restart a replica picks up its own unfinished downloads, not another replica's (whose file it does not have)", async () => {
+    const body = randomBytes(64 * 1024);
+    const asked: string[] = [];
+    const files = http.createServer((req, res) => {
+      asked.push(req.url ?? '');
+      res.writeHead(200, { 'Content-Length': body.length }).end(body);
+    });
+    await new Promise<void>((r) => files.listen(0, '127.0.0.1', r));
+    running.push({ stop: () => new Promise<void>((r) => files.close(() => r())) });
+    const base = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
+    const database = await pg.createDatabase();
+    const dataDir = await tempDir();
+    running.push({ stop: () => rm(dataDir, { recursive: true, force: true }) });
+    const first = await startTestDaemon({ dataDir, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, downloadAllowNetworks: ['127.0.0.0/8'] } });
+    running.push(first);
+    const now = new Date().toISOString();
+    const pull = (id: string, replica: string): PullRecord => ({
+      id,
+      url: `${base}/${id}.bin`,
+      filename: `${id}.bin`,
+      sha256: null,
+      status: 'downloading',
+      bytes_done: 0,
+      bytes_total: null,
+      error: null,
+      created_at: now,
+      updated_at: now,
+      user_id: null,
+      replica,
+    });
+    await first.deps.repos.modelPulls.put(pull('mine', replicaOf(os.hostname(), dataDir)));
+    await first.deps.repos.modelPulls.put(pull('theirs', replicaOf(os.hostname(), '/elsewhere/svc')));
+    await first.close();
+    const restarted = await startTestDaemon({ dataDir, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, downloadAllowNetworks: ['127.0.0.0/8'] } });
+    running.push(restarted);
+    await eventually('its own download to finish', async () => (await restarted.deps.repos.modelPulls.get('mine'))?.status === 'done');
+    expect(createHash('sha256').update(body).digest('hex')).toBe((await restarted.deps.repos.modelPulls.get('mine'))?.sha256);
+    expect(asked).toEqual(['/mine.bin']);
+    expect((await restarted.deps.repos.modelPulls.get('theirs'))?.status).toBe('downloading');
   });
 
   it('while the database is down every replica answers 503 store_unavailable within 5 s, stays up, and recovers by itself', async () => {

@@ -81,6 +81,8 @@ export interface PullRecord {
   by_app?: boolean;
   /** the sha256 the caller gave, if any (`sha256` becomes the digest of what was found) */
   expected_sha256?: string | null;
+  /** on a team server, the replica whose data dir holds the file */
+  replica?: string;
 }
 
 export interface CachedTool {
