@@ -17,8 +17,9 @@ if (!existsSync(dist)) {
 // `--soak` runs the bounded soak alone; it is not part of the default run.
 const args = process.argv.slice(2);
 // `--store` runs the store-growth benchmark alone (issue 12); it takes a few minutes.
-const wanted = args.includes('--soak') ? ['soak'] : args.includes('--store') ? ['store'] : args;
-const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && w !== 'soak' && w !== 'store');
+// `--team` runs the team server (PostgreSQL) against the file store alone; it starts a PostgreSQL cluster.
+const wanted = args.includes('--soak') ? ['soak'] : args.includes('--store') ? ['store'] : args.includes('--team') ? ['team'] : args;
+const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && w !== 'soak' && w !== 'store' && w !== 'team');
 if (unknown.length) {
   console.error(`bench: unknown benchmark ${unknown.join(', ')}; known: ${BENCHMARKS.join(', ')}`);
   process.exit(2);

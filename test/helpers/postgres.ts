@@ -6,7 +6,7 @@
  * and each test takes a database of its own. Every start and stop has a hard deadline, and
  * `close()` removes the cluster whatever state it is in.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -101,7 +101,12 @@ export async function startPostgres(): Promise<TestPostgres> {
     await runAsPostgres(pgCtl, ['stop', '-D', data, '-m', 'fast', '-w', '-t', String(STOP_DEADLINE_MS / 1000 - 5)], STOP_DEADLINE_MS);
     running = false;
   };
+  // A worker that ends without running its hooks (a test that timed out, a killed worker) must
+  // not leave the server running: a watchdog outside this process stops it and removes the
+  // cluster once this process is gone. A normal close() ends the watchdog first.
+  const watchdog = startWatchdog(process.pid, pgCtl, data, dir);
   const close = async () => {
+    watchdog.kill('SIGKILL');
     try {
       await stopServer();
     } catch {
@@ -143,6 +148,16 @@ export async function startPostgres(): Promise<TestPostgres> {
     startServer,
     close,
   };
+}
+
+/** A detached shell that waits for `pid` to end, then stops the cluster and removes its dir. */
+function startWatchdog(pid: number, pgCtl: string, data: string, dir: string) {
+  const quote = (x: string) => `'${x.replace(/'/g, `'\\''`)}'`;
+  const stopCmd = `${asRoot ? 'runuser -u postgres -- ' : ''}${quote(pgCtl)} stop -D ${quote(data)} -m immediate -w -t 10`;
+  const script = `while kill -0 ${pid} 2>/dev/null; do sleep 1; done; ${stopCmd} >/dev/null 2>&1; rm -rf ${quote(dir)}`;
+  const child = spawn('sh', ['-c', script], { detached: true, stdio: 'ignore' });
+  child.unref();
+  return child;
 }
 
 async function serverPid(data: string): Promise<number> {
