@@ -228,6 +228,98 @@ async function listenForCli(server: http.Server, dataDir: string): Promise<{ pat
   };
 }
 
+/**
+ * The first admin and the mark that its password is unshown are one write; the mark goes once the
+ * password is printed. A start that finds the mark (the first start was killed, or its disk
+ * filled, before the password reached the screen) gives that account a new password and shows it:
+ * nobody knows the old one, so nothing is lost. Answers the password when it made or reset one.
+ */
+async function firstAdmin(
+  wired: App,
+  steps: { login: (username: string, password: string) => Promise<string>; saveLogin: (cookie: string) => Promise<void>; notify: (line: string) => void | Promise<void>; checkpoint: () => void },
+): Promise<string | undefined> {
+  const noUsers = (await wired.users.count()) === 0;
+  let admin = noUsers ? undefined : await wired.users.unshownPasswordUser();
+  const interrupted = admin !== undefined;
+  if (!noUsers && !admin) return undefined;
+  const password = generatePassword();
+  if (admin) await wired.users.resetUnshownPassword(admin.id, password);
+  else admin = await wired.users.createFirstAdmin(password);
+  steps.checkpoint();
+  await steps.saveLogin(await steps.login(admin.username, password));
+  steps.checkpoint();
+  await steps.notify(
+    [
+      '',
+      interrupted
+        ? `svc: the first start was interrupted before the password of "${admin.username}" was shown. It has a new one (shown only once):`
+        : 'svc: first start. Created the user "admin" with this password (shown only once):',
+      '',
+      `    ${password}`,
+      '',
+      `The svc CLI on this machine is logged in as ${admin.username}. Use the password for the browser review page.`,
+      ...(interrupted ? [`With svc stopped, \`svc users passwd ${admin.username} --offline\` sets a password at any time.`] : []),
+      '',
+    ].join('\n'),
+  );
+  steps.checkpoint();
+  await wired.users.markPasswordShown(admin.id);
+  return password;
+}
+
+/**
+ * The HTTP server, listening on the configured host and port, with its requests in flight per
+ * connection: at shutdown (close) a connection with none is closed at once, including one that
+ * never sent a request (a browser's spare socket), which Node's closeIdleConnections leaves to
+ * wait for the timeout; in-flight requests finish, stragglers are cut after 10 s.
+ */
+async function listenHttp(config: Config, handle: http.RequestListener, app: () => App | null, logger: Logger) {
+  const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, handle);
+  server.maxHeadersCount = 100;
+  const inFlight = new Map<Socket, number>();
+  let stopping = false;
+  server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, 0);
+    socket.once('close', () => inFlight.delete(socket));
+  });
+  let served = 0;
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    served++;
+    const socket = req.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      const left = (inFlight.get(socket) ?? 1) - 1;
+      inFlight.set(socket, left);
+      if (stopping && left === 0) socket.destroySoon();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const close = () =>
+    new Promise<void>((resolve) => {
+      stopping = true;
+      const force = setTimeout(() => {
+        logger.warn({ connections: inFlight.size }, 'shutdown: closing connections still busy after 10 s');
+        server.closeAllConnections();
+      }, 10_000);
+      force.unref();
+      server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      // A stream with no end of its own (an MCP host's GET stream) would hold the whole grace:
+      // it ends now, once nothing new can connect; its connection then closes like an idle one.
+      app()?.endOpenStreams();
+      for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
+    });
+  return { server, close, served: () => served };
+}
+
 /** Thrown by startDaemon when its signal aborts it: everything it had done is undone. */
 export class StartupAbortedError extends Error {
   constructor() {
@@ -283,55 +375,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       return typeof given === 'string' && given.length === setupToken.length && timingSafeEqual(Buffer.from(given), setupToken);
     };
     let handler: http.RequestListener = (req, res) => (app && isSetupRequest(req) ? app.callback(req, res) : answerStarting(res, instanceId));
-    const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, (req, res) => handler(req, res));
-    server.maxHeadersCount = 100;
-    // Requests in flight per connection: at shutdown a connection with none is closed at once,
-    // including one that never sent a request (a browser's spare socket), which Node's
-    // closeIdleConnections leaves to wait for the timeout.
-    const inFlight = new Map<Socket, number>();
-    let stopping = false;
-    server.on('connection', (socket: Socket) => {
-      inFlight.set(socket, 0);
-      socket.once('close', () => inFlight.delete(socket));
-    });
-    let served = 0;
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      served++;
-      const socket = req.socket;
-      inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
-      res.once('close', () => {
-        const left = (inFlight.get(socket) ?? 1) - 1;
-        inFlight.set(socket, left);
-        if (stopping && left === 0) socket.destroySoon();
-      });
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.port, config.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    cleanups.push(
-      () =>
-        new Promise<void>((resolve) => {
-          // In-flight requests finish; every other connection closes now, stragglers after 10 s.
-          stopping = true;
-          const force = setTimeout(() => {
-            logger.warn({ connections: inFlight.size }, 'shutdown: closing connections still busy after 10 s');
-            server.closeAllConnections();
-          }, 10_000);
-          force.unref();
-          server.close(() => {
-            clearTimeout(force);
-            resolve();
-          });
-          // A stream with no end of its own (an MCP host's GET stream) would hold the whole grace:
-          // it ends now, once nothing new can connect; its connection then closes like an idle one.
-          app?.endOpenStreams();
-          for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
-        }),
-    );
+    const http1 = await listenHttp(config, (req, res) => handler(req, res), () => app, logger);
+    const { server } = http1;
+    cleanups.push(http1.close);
     checkpoint();
     const port = (server.address() as AddressInfo).port;
     const url = urlFor(config.host, port);
@@ -376,43 +422,16 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     cleanups.push(() => wired.close());
     checkpoint();
 
-    // The first admin and the mark that its password is unshown are one write; the mark goes
-    // once the password is printed. A start that finds the mark (the first start was killed, or
-    // its disk filled, before the password reached the screen) gives that account a new password
-    // and shows it: nobody knows the old one, so nothing is lost.
-    let initialAdminPassword: string | undefined;
-    const noUsers = (await wired.users.count()) === 0;
-    let admin = noUsers ? undefined : await wired.users.unshownPasswordUser();
-    const interrupted = admin !== undefined;
-    if (noUsers || admin) {
-      initialAdminPassword = generatePassword();
-      if (admin) await wired.users.resetUnshownPassword(admin.id, initialAdminPassword);
-      else admin = await wired.users.createFirstAdmin(initialAdminPassword);
-      checkpoint();
-      const cookie = await loginCli(url, setupToken.toString(), admin.username, initialAdminPassword, backend.lastWriteError);
-      await saveCliSession(config.dataDir, master.backend, cliBox, cookie);
-      checkpoint();
-      await notify(
-        [
-          '',
-          interrupted
-            ? `svc: the first start was interrupted before the password of "${admin.username}" was shown. It has a new one (shown only once):`
-            : 'svc: first start. Created the user "admin" with this password (shown only once):',
-          '',
-          `    ${initialAdminPassword}`,
-          '',
-          `The svc CLI on this machine is logged in as ${admin.username}. Use the password for the browser review page.`,
-          ...(interrupted ? [`With svc stopped, \`svc users passwd ${admin.username} --offline\` sets a password at any time.`] : []),
-          '',
-        ].join('\n'),
-      );
-      checkpoint();
-      await wired.users.markPasswordShown(admin.id);
-    }
+    const initialAdminPassword = await firstAdmin(wired, {
+      login: (username, password) => loginCli(url, setupToken.toString(), username, password, backend.lastWriteError),
+      saveLogin: (cookie) => saveCliSession(config.dataDir, master.backend, cliBox, cookie),
+      notify,
+      checkpoint,
+    });
     await releaseSetup();
     checkpoint();
     handler = wired.callback;
-    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: () => served });
+    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: http1.served });
     cleanups.push(async () => stopReducing());
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 
