@@ -323,6 +323,38 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect(refused.stdout + refused.stderr).not.toContain(pg.password);
   }, 60_000);
 
+  it('a replica killed (SIGKILL) in the middle of a burst of writes loses nothing it acknowledged: another replica finds it all', async () => {
+    const database = await pg.createDatabase();
+    const dir = await tempDir();
+    running.push({ stop: () => rm(dir, { recursive: true, force: true }) });
+    const env = cleanEnv({ SVC_MASTER_KEY: teamKey, SVC_RATE_LIMIT_ADDRESS: '0', SVC_RATE_LIMIT_CLIENT: '0', SVC_MAX_DRAFTS: '100000' });
+    const serve = await startServe(path.join(dir, 'killed'), env, ['--database', database]);
+    running.push({ stop: async () => void (await serve.stop()) });
+    const acknowledged: string[] = [];
+    let killed = false;
+    const writer = async (w: number) => {
+      for (let i = 0; !killed; i++) {
+        const res = await fetch(`${serve.url}/svc/v1/apps/request-access`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(createBody({ app_client_id: `burst-${w}-${i}` })),
+        }).catch(() => null);
+        if (!res) return;
+        const body = await res.json().catch(() => null);
+        if (res.status === 201 && body) acknowledged.push(body.id);
+      }
+    };
+    const writers = Array.from({ length: 8 }, (_, w) => writer(w));
+    await eventually('60 acknowledged writes', async () => acknowledged.length >= 60, 20_000);
+    process.kill(serve.pid, 'SIGKILL');
+    killed = true;
+    await Promise.all(writers);
+    await serve.exited;
+    const other = await replica(database, 'http://127.0.0.1:1');
+    const stored = new Set((await other.deps.repos.accessRequests.list()).map((r) => r.id));
+    expect(acknowledged.filter((id) => !stored.has(id))).toEqual([]);
+  }, 60_000);
+
   it('a replica with no master key, or one that is not 32 bytes, refuses to start and says how to make one', async () => {
     const database = await pg.createDatabase();
     await expect(startTestDaemon({ config: { database: new Secret(database), masterKey: null } })).rejects.toThrow(/needs the team's master key: set SVC_MASTER_KEY/);
