@@ -21,6 +21,7 @@ import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from './helpers/cli.js';
 import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
+import { startUpstream } from './helpers/upstream.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
@@ -168,6 +169,27 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
   });
 
+  it("a provider added or removed on one replica reaches the other's model catalog by itself", async () => {
+    const upstream = await startUpstream();
+    running.push({ stop: () => upstream.close() });
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const key = await admin.post('/svc/v1/keys', { name: 'catalog' });
+    const bearer = { Authorization: `Bearer ${key.body.key}` };
+    const app = team.api();
+    // both replicas have built their catalog, with no provider in it
+    for (let i = 0; i < 2; i++) expect((await app.get('/v1/models', bearer)).body.data).toEqual([]);
+    const added = await admin.post('/svc/v1/providers', { name: 'shared', base_url: upstream.url });
+    expect(added.status).toBe(201);
+    const listedOnBoth = async (present: boolean) => {
+      const answers = [await app.get('/v1/models', bearer), await app.get('/v1/models', bearer)];
+      return answers.every((a) => a.body.data.some((m: { owned_by: string }) => m.owned_by === 'shared') === present);
+    };
+    await eventually('both replicas to list the new provider\'s models', () => listedOnBoth(true));
+    expect((await admin.delete('/svc/v1/providers/shared')).status).toBe(204);
+    await eventually('both replicas to drop them', () => listedOnBoth(false));
+  });
+
   it('an authorization started on one replica finishes on another, and its tokens work, refresh and end on every replica', async () => {
     const team = await startTeam();
     const admin = await team.api().login('admin', team.password);
@@ -253,6 +275,17 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     await eventually('both replicas to serve the session again', async () => {
       const answers = [await admin.get('/svc/v1/auth/me'), await admin.get('/svc/v1/auth/me')];
       return answers.every((a) => a.status === 200);
+    });
+    // each replica follows the other's changes again (its listening connection came back by itself)
+    const upstream = await startUpstream();
+    running.push({ stop: () => upstream.close() });
+    const key = await admin.post('/svc/v1/keys', { name: 'after the outage' });
+    const bearer = { Authorization: `Bearer ${key.body.key}` };
+    for (let i = 0; i < 2; i++) expect((await team.api().get('/v1/models', bearer)).body.data).toEqual([]);
+    expect((await admin.post('/svc/v1/providers', { name: 'after', base_url: upstream.url })).status).toBe(201);
+    await eventually('both replicas to list the provider added after the outage', async () => {
+      const answers = [await team.api().get('/v1/models', bearer), await team.api().get('/v1/models', bearer)];
+      return answers.every((a) => a.body.data.length > 0);
     });
     for (const r of team.replicas) {
       const logs = r.logs.join('\n');
