@@ -1,4 +1,4 @@
-// The Bearer check (CONTRACT §7) on a real daemon: BearerVerifier.verify with a warm signature
+// The Bearer check (decisions: Tokens) on a real daemon: BearerVerifier.verify with a warm signature
 // cache (the per-call cost every app request pays), with a cold cache (a token never seen before:
 // full ES256 verification), and the whole HTTP round trip of GET /svc/v1/apps/mcps for context.
 // Tokens are signed with the daemon's own access-token key, opened from its store, and carry the

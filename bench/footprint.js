@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fmt, percentile, startProcess, stop } from './lib/harness.js';
 
-// issue 13's targets
+// the memory targets
 const TARGETS = { firstStartMiB: 100, idleMiB: 80, listMs: 150 };
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

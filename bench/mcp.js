@@ -5,7 +5,7 @@ import { fmt, interleavedMany, request, startProcess, startSvcWithToken, stop } 
 export const name = 'mcp';
 export const description = 'tools/call through the MCP proxy against the same MCP SDK server called directly and through the floor proxy (interleaved)';
 
-const TARGET_P50_ADDED_MS = 0.3; // issue 13
+const TARGET_P50_ADDED_MS = 0.3;
 const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } });
 const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' };
 

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
 import { fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
-// issue 13's targets
+// the latency and memory targets
 const TARGETS = { p50AddedMs: 0.3, p99AddedMs: 1, throughputRatio: 0.85, ttfcAddedMs: 0.5, rssMiB: 130 };
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
 const streamBody = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], stream: true });

@@ -16,10 +16,12 @@ if (!existsSync(dist)) {
 
 // `--soak` runs the bounded soak alone; it is not part of the default run.
 const args = process.argv.slice(2);
-// `--store` runs the store-growth benchmark alone (issue 12); it takes a few minutes.
-// `--team` runs the team server (PostgreSQL) against the file store alone; it starts a PostgreSQL cluster.
-const wanted = args.includes('--soak') ? ['soak'] : args.includes('--store') ? ['store'] : args.includes('--team') ? ['team'] : args;
-const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && w !== 'soak' && w !== 'store' && w !== 'team');
+// `--store` runs the store-growth benchmark alone; it takes a few minutes.
+// `--streams` opens 2,000 (STREAMS=N) MCP GET streams through svc; alone too.
+// `--team` runs a team server (PostgreSQL) against the file store; it starts a PostgreSQL cluster.
+const ALONE = ['soak', 'store', 'streams', 'team'];
+const wanted = ALONE.find((a) => args.includes(`--${a}`)) ? [ALONE.find((a) => args.includes(`--${a}`))] : args;
+const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && !ALONE.includes(w));
 if (unknown.length) {
   console.error(`bench: unknown benchmark ${unknown.join(', ')}; known: ${BENCHMARKS.join(', ')}`);
   process.exit(2);

@@ -1,4 +1,4 @@
-// Issue 12: how svc's costs grow with what its store holds. Grows a store to 1,000, 10,000 and
+// How svc's costs grow with what its store holds. Grows a store to 1,000, 10,000 and
 // 50,000 access requests (seeded into db.json, as history would leave them) and measures at each
 // size, through the public API of a real `svc serve`: db.json size, start time, create and approve
 // p50/p99, the longest event-loop stall and the peak RSS. Then a mixed run (chat calls and creates
@@ -100,7 +100,7 @@ const resetStall = async (file) => {
 };
 
 export const name = 'store';
-export const description = 'costs as the store grows (issue 12): 1k, 10k and 50k stored access requests, and a mixed run';
+export const description = 'costs as the store grows: 1k, 10k and 50k stored access requests, and a mixed run';
 
 export default async function runStoreBench(report) {
   const root = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-store-'));

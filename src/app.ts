@@ -9,6 +9,7 @@ import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
 import { DEFAULT_LOGIN_LIMITS, LoginService } from './auth/login.js';
+import { LoginLinks } from './auth/login-links.js';
 import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL, QUIET_HEADER } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
 import { authRoutes } from './auth/routes.js';
@@ -44,7 +45,7 @@ import { recordActivity } from './activity/recorder.js';
 import { activityRoutes } from './activity/routes.js';
 import { providerRoutes } from './providers/routes.js';
 import { ProvidersService } from './providers/service.js';
-import { proxyRoutes } from './proxy/routes.js';
+import { proxyRoutes, unservedEndpoint } from './proxy/routes.js';
 import { mountHomeUi } from './ui/home.js';
 import { mountLoginUi } from './ui/login.js';
 import { mountReviewUi } from './ui/review.js';
@@ -78,6 +79,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
+  const loginLinks = new LoginLinks(deps.clock);
   const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {
@@ -132,7 +134,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const issuer = authorizationServer?.issuer ?? config.issuer!;
   const authenticateBearer = requireBearer(verifier, metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
-  const openStreams = new OpenStreams();
+  const openStreams = new OpenStreams(config.maxStreams);
   const record = recordActivity(activity, deps.repos, deps.clock);
   const grantLimits = enforceGrantLimits(activity, deps.clock);
   // Outermost the activity, which sees every refusal; then who the caller is, the person's limits
@@ -158,7 +160,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       responses: { 200: { description: 'Running', schema: healthResponse } },
       handler: () => ({ status: 'ok' as const, version: VERSION }),
     }),
-    ...authRoutes(deps, users, login, sameOrigin),
+    ...authRoutes(deps, users, login, sameOrigin, loginLinks),
     ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
     ...apiKeyRoutes(deps, keys),
     ...mcpInstanceRoutes(instances, deps.baseUrl),
@@ -192,7 +194,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   router.get('/', function root(ctx) {
     ctx.redirect('/ui');
   });
-  mountLoginUi(router, deps, login, sameOrigin);
+  mountLoginUi(router, deps, login, sameOrigin, loginLinks);
   mountHomeUi(router, deps, requests);
   mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin);
   mountAppsUi(router, deps, requests, activity, (u) => instances.listOwned(u), sameOrigin);
@@ -202,6 +204,9 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   let requestCount = 0;
   const tagRequest: Middleware<AppState> = async function tagRequest(ctx, next) {
     ctx.state.requestId = idPrefix + (++requestCount).toString(36);
+    // OpenAI answers carry it and its clients read it (`request_id`), so a person can match an
+    // app's report to svc's log line; the proxies' own writeHead keeps it (Node merges the two).
+    ctx.set('X-Request-Id', ctx.state.requestId);
     const started = performance.now();
     try {
       await next();
@@ -234,6 +239,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   }
   dataPlane.use(dataRouter.routes());
   dataPlane.use(dataRouter.allowedMethods());
+  dataPlane.use(unservedEndpoint(isDataPlane));
   const instanceId = deps.instanceId;
   if (instanceId) {
     koa.use(function nameInstance(ctx, next) {
@@ -277,7 +283,9 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const callback = (req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
-    return isDataPlane(q === -1 ? url : url.slice(0, q)) ? data(req, res) : control(req, res);
+    const path = q === -1 ? url : url.slice(0, q);
+    // every /v1 path is the OpenAI surface's: one svc does not proxy gets an OpenAI-shaped 404 there
+    return isDataPlane(path) || path === '/v1' || path.startsWith('/v1/') ? data(req, res) : control(req, res);
   };
   await downloads.resumeAll();
   // Retention, so the store holds the present and not all of history: at start, then hourly.

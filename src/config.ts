@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -70,6 +71,8 @@ export interface Config {
   /** Upstream calls one grant may have in flight, and MCP streams it may hold open (0 = no limit). */
   grantConcurrency: number;
   grantStreams: number;
+  /** Open MCP streams the daemon holds at once, all grants together (503 beyond). */
+  maxStreams: number;
   /** Activity events older than this many days go (0 keeps them), and at most this many are kept. */
   activityRetentionDays: number;
   activityMaxEvents: number;
@@ -111,6 +114,7 @@ export interface ConfigFlags {
   revokedRetentionDays?: string | number;
   grantConcurrency?: string | number;
   grantStreams?: string | number;
+  maxStreams?: string | number;
   activityRetentionDays?: string | number;
   activityMaxEvents?: string | number;
   activity?: boolean;
@@ -211,7 +215,7 @@ function logFormat(value: string): Config['logFormat'] {
   throw new ConfigError(`--log-format must be auto, human or json, not "${value}".`);
 }
 
-/** Flags > environment > defaults (CONTRACT §2). */
+/** Flags > environment > defaults (decisions: Configuration). */
 export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const pick = <T>(flag: T | undefined, envName: string): T | string | undefined =>
     flag !== undefined ? flag : env[envName] !== undefined && env[envName] !== '' ? env[envName] : undefined;
@@ -246,6 +250,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     revokedRetentionDays: integer(pick(flags.revokedRetentionDays, 'SVC_REVOKED_RETENTION_DAYS') ?? 30, 'revoked-retention-days', 0, 36_500),
     grantConcurrency: integer(pick(flags.grantConcurrency, 'SVC_GRANT_CONCURRENCY') ?? 32, 'grant-concurrency', 0, 100_000),
     grantStreams: integer(pick(flags.grantStreams, 'SVC_GRANT_STREAMS') ?? 8, 'grant-streams', 0, 100_000),
+    maxStreams: integer(pick(flags.maxStreams, 'SVC_MAX_STREAMS') ?? defaultMaxStreams(), 'max-streams', 0, 1_000_000),
     activityRetentionDays: integer(pick(flags.activityRetentionDays, 'SVC_ACTIVITY_RETENTION_DAYS') ?? 30, 'activity-retention-days', 0, 36_500),
     activity: flags.activity !== false && env.SVC_ACTIVITY !== '0' && env.SVC_ACTIVITY !== 'false',
     activityMaxEvents: integer(pick(flags.activityMaxEvents, 'SVC_ACTIVITY_MAX_EVENTS') ?? 100_000, 'activity-max-events', 1, 10_000_000),
@@ -261,4 +266,21 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
 export function urlFor(host: string, port: number): string {
   const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
   return `http://${h}:${port}`;
+}
+
+/**
+ * As many open streams as the process's file descriptors allow: each holds two (the app's and the
+ * upstream's), and a thousand are kept for everything else. Read from /proc on Linux; elsewhere a
+ * number that fits the usual limit once raised (the service unit raises it).
+ */
+export function defaultMaxStreams(limitsFile = '/proc/self/limits'): number {
+  let soft = 0;
+  try {
+    const line = readFileSync(limitsFile, 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    soft = Number(line?.trim().split(/\s{2,}/)[1]);
+  } catch {
+    return 4000;
+  }
+  if (!Number.isFinite(soft) || soft <= 0) return 4000;
+  return Math.max(64, Math.min(100_000, Math.floor((soft - 1000) / 2)));
 }

@@ -194,7 +194,7 @@ async function loginCli(url: string, setupToken: string, username: string, passw
   return (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]).join('; ');
 }
 
-/** What every request gets until setup is complete: CONTRACT §5's shape, and when to come back. */
+/** What every request gets until setup is complete: the error shape (decisions: Errors), and when to come back. */
 function answerStarting(res: http.ServerResponse, instanceId: string): void {
   const body = JSON.stringify({ error: { message: 'svc is starting; try again in a moment.', type: 'server_error', code: 'starting' } });
   res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1', 'Cache-Control': 'no-store', [INSTANCE_HEADER]: instanceId });

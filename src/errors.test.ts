@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { AppError, codesFor, ERROR_CODES } from './errors.js';
 
-describe('the error catalogue (issue 14 item 1)', () => {
-  it('gives each code one status and type, as CONTRACT §5 lists them', () => {
+describe('the error catalogue', () => {
+  it('gives each code one status and type, as docs/decisions.md (Errors) lists them', () => {
     const contract: [string, number, string][] = [
       ['invalid_body', 400, 'invalid_request_error'],
       ['missing_redirect_url', 400, 'invalid_request_error'],

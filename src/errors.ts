@@ -1,6 +1,6 @@
 /**
- * The one error type of svc. The Koa error middleware turns it into the OpenAI-shaped body of
- * CONTRACT §5, and the CLI maps its status to an exit code, so both read the same fields.
+ * The one error type of svc. The Koa error middleware turns it into the OpenAI-shaped body
+ * (docs/decisions.md, Errors), and the CLI maps its status to an exit code, so both read the same fields.
  */
 export type ErrorType =
   | 'invalid_request_error'
@@ -13,7 +13,7 @@ export type ErrorType =
   | 'server_error';
 
 /**
- * Every error code svc answers with, its status and type (CONTRACT §5), and when it is answered:
+ * Every error code svc answers with, its status and type (decisions: Errors), and when it is answered:
  * the one list that AppError, the CLI's exit codes (by status) and the OpenAPI error responses
  * read. `status: 'upstream'` marks the one code whose status is the upstream's own.
  */
@@ -40,9 +40,10 @@ export const ERROR_CODES = {
   tool_not_allowed: { status: 403, type: 'forbidden_error', when: 'a tool outside the instance\'s allow-list' },
   alias_not_owned: { status: 403, type: 'forbidden_error', when: 'an alias another user made' },
   not_found: { status: 404, type: 'not_found_error', when: 'no such record (or not yours)' },
-  model_not_found: { status: 404, type: 'not_found_error', when: 'no provider or alias serves that model id' },
+  // OpenAI's own answer for an unknown model: a 404 whose type is invalid_request_error
+  model_not_found: { status: 404, type: 'invalid_request_error', when: 'no provider or alias serves that model id' },
   tool_not_found: { status: 404, type: 'not_found_error', when: 'the MCP server has no such tool' },
-  unsupported_endpoint: { status: 404, type: 'not_found_error', when: 'the provider does not serve that OpenAI endpoint' },
+  unsupported_endpoint: { status: 404, type: 'not_found_error', when: 'svc does not proxy that OpenAI endpoint (moderations, images, audio, a stored response by id), or the provider does not serve it' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', when: 'an HTTP method the endpoint does not take' },
   already_processed: { status: 409, type: 'conflict_error', when: 'the request was already decided' },
   expired: { status: 409, type: 'conflict_error', when: 'the draft expired' },
@@ -71,6 +72,8 @@ export const ERROR_CODES = {
   store_unavailable: { status: 503, type: 'server_error', when: 'the change could not be saved; nothing changed' },
   issuer_unavailable: { status: 503, type: 'upstream_error', when: 'the external issuer\'s keys cannot be fetched (Retry-After)' },
   starting: { status: 503, type: 'server_error', when: 'the daemon is still starting (Retry-After)' },
+  too_many_streams: { status: 503, type: 'server_error', when: 'svc holds as many open MCP streams as --max-streams allows (Retry-After)' },
+  upstream_busy: { status: 503, type: 'upstream_error', when: "every connection to the upstream was busy for the call's whole timeout (Retry-After)" },
   upstream_timeout: { status: 504, type: 'upstream_error', when: 'the upstream did not answer in time' },
 } as const satisfies Record<string, { status: number | 'upstream'; type: ErrorType; when: string }>;
 

@@ -208,7 +208,7 @@ describe('access-request flow over HTTP', () => {
     expect((await poll(r2.id)).body.status).toBe('expired');
   });
 
-  describe('privilege rules (SPEC 5.3)', () => {
+  describe('privilege rules', () => {
     it('refuses a role above the requested one', async () => {
       const r = await create({ requested_role: 'scope_user_user' });
       const res = await admin.put(`/svc/v1/access-requests/${r.id}/approve`, { approved_role: 'scope_user_power_user' });

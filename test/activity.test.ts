@@ -123,6 +123,21 @@ describe('activity and per-grant limits', () => {
     expect(review.limits).toEqual({ requests_per_minute: null, tokens_per_day: null });
   });
 
+  it('a stream cut off before its usage leaves the tokens unknown, not zero', async () => {
+    const g = await grant();
+    const res = await fetch(`${d.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${g.token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'break', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    await res.text().catch(() => '');
+    const [event] = await until('the event', () => activityOf(alice, g.id), (e) => e.length >= 1);
+    expect(event).toMatchObject({ kind: 'chat', model: 'break' });
+    expect(event.tokens_in).toBeUndefined();
+    expect(event.tokens_out).toBeUndefined();
+    expect((await alice.get(`/svc/v1/access-requests/${g.id}/review`)).body.usage).toMatchObject({ calls: 1, tokens_in: 0, tokens_out: 0 });
+  });
+
   it('records MCP calls through the proxy and REST, a refused tool, and a revoked grant’s refused call', async () => {
     const g = await grant();
     const client = await sdk(g.token);

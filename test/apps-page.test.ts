@@ -84,6 +84,27 @@ describe('the apps page', () => {
     await page.close();
   });
 
+  it('the review page takes limits at approval; a bad one decides nothing and says why', async () => {
+    const create = async () =>
+      (await new Api(d.url).post('/svc/v1/apps/request-access', { app_client_id: clientId, flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1' } })).body.id as string;
+    const page = await context.newPage();
+    const bad = await create();
+    await page.goto(`${d.url}/ui/apps/access-requests/review?id=${bad}`);
+    await page.fill('#limit-rpm', 'lots');
+    await page.click('#approve');
+    await expect.poll(() => page.locator('#error').textContent()).toContain('A limit must be a whole number above 0');
+    expect((await pat.get(`/svc/v1/access-requests/${bad}/review`)).body.status).toBe('draft');
+
+    const good = await create();
+    await page.goto(`${d.url}/ui/apps/access-requests/review?id=${good}`);
+    await page.fill('#limit-rpm', '30');
+    await page.fill('#limit-tokens', '5000');
+    await page.click('#approve');
+    await expect.poll(async () => (await pat.get(`/svc/v1/access-requests/${good}/review`)).body.status).toBe('approved');
+    expect((await pat.get(`/svc/v1/access-requests/${good}/review`)).body.limits).toEqual({ requests_per_minute: 30, tokens_per_day: 5000 });
+    await page.close();
+  });
+
   it('refuses a revoke from another site and one without the session’s CSRF token; nothing is revoked', async () => {
     const g = await grant('third');
     const cookie = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');

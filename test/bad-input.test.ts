@@ -81,7 +81,7 @@ const describeReq = (req: Req, res?: Res) => {
   return `${req.method} ${req.path.slice(0, 200)}${req.admin ? ' (admin)' : ''}${hdrs}${body}${got}`;
 };
 
-/** CONTRACT §5: every error from /svc/v1 and /v1 is JSON in the OpenAI shape. */
+/** decisions: Errors: every error from /svc/v1 and /v1 is JSON in the OpenAI shape. */
 const ERROR_SHAPED = /^\/(svc\/)?v1(\/|$|\?)/;
 
 let previous = '';

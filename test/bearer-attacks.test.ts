@@ -7,7 +7,7 @@ import { Api, type ApiResponse, createBody, userApi } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 
 /**
- * The Bearer attack matrix of CONTRACT §5 and §7: every forged, stale or misdirected token is a
+ * The Bearer attack matrix (docs/decisions.md, Errors and Tokens): every forged, stale or misdirected token is a
  * 401 invalid_token with the RFC 9728 WWW-Authenticate header, and the route handler never runs.
  * Validly signed forgeries use the daemon's own signing key, opened from the store, so each case
  * fails on the one check it targets and not on a broken signer (the control case proves that).
@@ -66,7 +66,7 @@ describe('Bearer attack matrix (embedded issuer)', () => {
   const call = (token: string | null, path = LIST, headers: Record<string, string> = {}) =>
     new Api(d.url).get(path, { ...(token === null ? {} : { Authorization: `Bearer ${token}` }), ...headers });
 
-  /** the 401 of CONTRACT §5, and proof the handler was not reached and nothing leaked */
+  /** the 401 of decisions: Errors, and proof the handler was not reached and nothing leaked */
   async function expectRefused(request: () => Promise<ApiResponse>) {
     const before = handlerCalls;
     const res = await request();

@@ -4,7 +4,7 @@ import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 
 /**
- * Issue 16 items 4 and 6: the short ids svc shows are taken back, and `svc requests approve`
+ * The short ids svc shows are taken back, and `svc requests approve`
  * never grants less than the review page would without being told to.
  */
 describe('short ids and the approve default in the CLI', () => {
@@ -70,7 +70,45 @@ describe('short ids and the approve default in the CLI', () => {
     expect((await admin.get(`/svc/v1/mcps/${second}`)).body.instance.enabled).toBe(false);
   });
 
-  it('a failed svc login is not told to run svc login (issue 16 item 10)', async () => {
+  it('the short id `svc mcp list` shows works in every command that takes an instance id: keys create --mcp as in requests approve', async () => {
+    const URL_K = 'http://127.0.0.1:9503/mcp';
+    const mine = (await admin.post('/svc/v1/mcps', { name: 'keyed', url: URL_K })).body.instance.id as string;
+    const listed = await runSvcInProcess(['mcp', 'list'], { env: cleanEnv({ SVC_HOME: d.dataDir }), tty: { columns: 200 } });
+    expect(listed.exitCode, listed.stderr).toBe(0);
+    const shown = listed.stdout.split('\n').find((l) => /\bkeyed\b/.test(l))!.split(/\s+/)[0];
+    expect(shown).toBe(mine.slice(0, 8));
+    const key = await svc(['keys', 'create', 'short-id', '--mcp', `${URL_K}=${shown}`, '--json']);
+    expect(key.exitCode, key.stderr).toBe(0);
+    expect(JSON.parse(key.stdout).mcp_servers).toEqual([{ url: URL_K, instance_ids: [mine] }]);
+    const id = (await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ requested: { version: '1', mcp_servers: [{ url: URL_K }] } }))).body.id as string;
+    const approve = await svc(['requests', 'approve', id, '--mcp', `${URL_K}=${shown}`]);
+    expect(approve.exitCode, approve.stderr).toBe(0);
+    expect(await granted(id)).toEqual([{ url: URL_K, instance_ids: [mine] }]);
+    // and the key's own id, by the prefix `svc keys list` starts with
+    const revoke = await svc(['keys', 'revoke', JSON.parse(key.stdout).id.slice(0, 8)]);
+    expect(revoke.exitCode, revoke.stderr).toBe(0);
+  });
+
+  it('an instance id that is none of yours is said so, with where to look, not blamed on your rights', async () => {
+    for (const args of [
+      ['keys', 'create', 'nope', '--mcp', `${URL_A}=ffffffff`],
+      ['requests', 'approve', 'placeholder', '--mcp', `${URL_A}=ffffffff`],
+    ]) {
+      if (args[2] === 'placeholder') args[2] = await draft();
+      const r = await svc(args);
+      expect(r.exitCode, args.join(' ')).toBe(1);
+      expect(r.stderr).toContain('svc mcp list');
+      expect(r.stderr).not.toMatch(/not allowed/);
+    }
+    // an instance of yours for another URL: the daemon's refusal, with the same pointer
+    const other = (await admin.post('/svc/v1/mcps', { name: 'other', url: 'http://127.0.0.1:9502/mcp' })).body.instance.id as string;
+    const wrongUrl = await svc(['keys', 'create', 'wrong-url', '--mcp', `${URL_A}=${other.slice(0, 8)}`]);
+    expect(wrongUrl.exitCode).toBe(4);
+    expect(wrongUrl.stderr).toContain('svc mcp list');
+    expect(wrongUrl.stderr).not.toMatch(/not allowed/);
+  });
+
+  it('a failed svc login is not told to run svc login', async () => {
     const wrong = await runSvcInProcess(['login', '--username', 'admin', '--password-stdin'], { env: cleanEnv({ SVC_HOME: d.dataDir }), input: 'not-the-password' });
     expect(wrong.exitCode).toBe(4);
     expect(wrong.stderr).not.toContain('svc login');

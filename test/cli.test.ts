@@ -83,13 +83,13 @@ describe('first start', () => {
 });
 
 describe('help', () => {
-  it('svc --help and svc requests --help lead with examples', async () => {
+  it('svc --help and svc requests --help give Usage first, then examples (as commander and gh do)', async () => {
     const cases = [['--help'], ['requests', '--help'], ['users', '--help'], ['mcp', '--help']];
     const results = await inBatches(cases, 4, (args) => svc(args));
     cases.forEach((args, i) => {
       expect(results[i].exitCode, args.join(' ')).toBe(0);
-      expect(results[i].stdout.trimStart().startsWith('Examples:'), results[i].stdout).toBe(true);
-      expect(results[i].stdout).toContain('Usage: svc');
+      expect(results[i].stdout.startsWith('Usage: svc'), results[i].stdout).toBe(true);
+      expect(results[i].stdout).toMatch(/\n\nExamples:\n {2}\$ /);
     });
     expect(results[0].stdout).toMatch(/\$ svc requests list/);
     expect(results[1].stdout).toMatch(/\$ svc requests approve \S+ --role scope_user_user --mcp /);
@@ -447,9 +447,9 @@ describe.skipIf(!needs(haveScript, 'cli (on a terminal)', 'script (bsdutils)'))(
 
 describe('svc clients, svc providers, svc models', () => {
   it('clients add (secret shown once), list --json, remove', async () => {
-    const added = await svc(['clients', 'add', 'Notes App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--description', 'Takes notes']);
+    const added = await svc(['clients', 'add', 'Notes App', '--redirect-uri', 'http://127.0.0.1:5173/callback', '--description', 'Takes notes', '--json']);
     expect(added.exitCode, added.stderr).toBe(0);
-    const fields = Object.fromEntries(lines(added.stdout).map((l) => l.split('\t')));
+    const fields = JSON.parse(added.stdout) as { client_id: string; client_secret: string };
     expect(fields.client_id).toMatch(/^svc-/);
     expect(fields.client_secret.length).toBeGreaterThan(20);
     const listed = JSON.parse((await svc(['clients', 'list', '--json'])).stdout);

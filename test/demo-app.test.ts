@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { cleanEnv } from './helpers/cli.js';
+import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
 import { registerClient } from './helpers/oauth.js';
@@ -43,7 +45,8 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'demo-app', 'Chromium at /usr/bin/chro
     const port = await freePort();
     demoUrl = `http://127.0.0.1:${port}`;
     const { clientId } = await registerClient(admin, { name: 'Demo App', public: true, redirect_uris: [`${demoUrl}/callback`] });
-    demo = spawn(process.execPath, ['examples/demo-app/server.mjs', '--svc', d.baseUrl, '--client-id', clientId, '--port', String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    // no --svc: it finds the daemon of its data dir, as the README runs it
+    demo = spawn(process.execPath, ['examples/demo-app/server.mjs', '--client-id', clientId, '--port', String(port)], { stdio: ['ignore', 'pipe', 'inherit'], env: cleanEnv({ SVC_HOME: d.dataDir }) });
     await new Promise<void>((resolve, reject) => {
       demo.stdout!.on('data', (c) => String(c).includes('demo app on') && resolve());
       demo.once('exit', (code) => reject(new Error(`demo app exited ${code}`)));
@@ -69,7 +72,7 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'demo-app', 'Chromium at /usr/bin/chro
     const page = await context.newPage();
     await page.goto(demoUrl);
     await page.fill('#mcp', mcp.url);
-    // the MCP field stays inside its column (issue 16 item 12: it overflowed by about 17 px)
+    // the MCP field stays inside its column (it once overflowed by about 17 px)
     const overflow = await page.evaluate(() => {
       const input = document.getElementById('mcp')!;
       return input.getBoundingClientRect().right - input.parentElement!.getBoundingClientRect().right;
@@ -92,5 +95,54 @@ describe.skipIf(!needs(Boolean(CHROMIUM), 'demo-app', 'Chromium at /usr/bin/chro
     expect(await page.textContent('#models')).toContain('fake-model');
     expect(await page.textContent('#tools')).toContain('echo');
     await context.close();
+  });
+});
+
+/** The demo app needs no --svc: like the CLI, it reads where the daemon of its data dir serves. */
+describe('the demo app finds its daemon', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(() => d?.stop());
+
+  const run = async (args: string[], env: Record<string, string>) => {
+    const child = spawn(process.execPath, ['examples/demo-app/server.mjs', '--client-id', 'x', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (c) => (out += c));
+    child.stderr!.on('data', (c) => (err += c));
+    const result = await new Promise<{ url?: string; code?: number | null }>((resolve) => {
+      child.stdout!.on('data', () => {
+        const m = /demo app on (http:\/\/127\.0\.0\.1:\d+)\//.exec(out);
+        if (m) resolve({ url: m[1] });
+      });
+      child.once('exit', (code) => resolve({ code }));
+    });
+    return { ...result, out: () => out, err: () => err, stop: () => child.kill() };
+  };
+
+  it('from SVC_HOME or --data-dir, on whatever port it listens', async () => {
+    for (const [args, env] of [
+      [[], cleanEnv({ SVC_HOME: d.dataDir })],
+      [['--data-dir', d.dataDir], cleanEnv({ SVC_HOME: undefined })],
+    ] as const) {
+      const demo = await run([...args], env);
+      try {
+        expect(demo.url, demo.err()).toBeDefined();
+        const config = await (await fetch(`${demo.url}/config.json`)).json();
+        expect(config.svc).toBe(d.baseUrl);
+      } finally {
+        demo.stop();
+      }
+    }
+  });
+
+  it('with no daemon for its data dir, says so and exits 1', async () => {
+    const empty = await tempDir('svc-demo-empty-');
+    const demo = await run([], cleanEnv({ SVC_HOME: empty }));
+    await rm(empty, { recursive: true, force: true });
+    expect(demo.code).toBe(1);
+    expect(demo.err()).toContain(`no svc daemon runs for the data dir ${empty}`);
   });
 });

@@ -150,8 +150,24 @@ describe('man/svc.1', () => {
   });
 });
 
+describe('man/svc.1 ENDPOINTS', () => {
+  it('names every endpoint of the OpenAPI document, with its method', async () => {
+    const { startTestDaemon } = await import('./helpers/daemon.js');
+    const d = await startTestDaemon();
+    try {
+      const doc = (await (await fetch(`${d.url}/svc/v1/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+      const section = sections().find((s) => s.level === 'SH' && s.title === 'ENDPOINTS')!.body;
+      const missing = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`)).filter((e) => !section.includes(`.B "${e}"\n`));
+      expect(missing).toEqual([]);
+      for (const p of ['/v1/completions', '/v1/responses']) expect(plain(roff.slice(roff.indexOf('.SH DESCRIPTION'), roff.indexOf('.SH GLOBAL OPTIONS')))).toContain(p);
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
 describe('help', () => {
-  it('every command, down to each subcommand, leads its help with examples', async () => {
+  it('every command, down to each subcommand, gives Usage first and then examples', async () => {
     const program = buildProgram({ out() {}, err() {}, isTTY: false });
     const missing: string[] = [];
     const walk = (cmd: Command, path: string[]) => {
@@ -160,7 +176,9 @@ describe('help', () => {
         let help = '';
         sub.configureOutput({ writeOut: (s) => (help += s), writeErr: () => undefined });
         sub.outputHelp();
-        if (!help.trimStart().startsWith('Examples:') || !help.includes(`$ `)) missing.push(full.join(' '));
+        const usage = help.indexOf('Usage: ');
+        const examples = help.indexOf('\nExamples:\n');
+        if (usage !== 0 || examples < usage || !help.slice(examples).includes('$ ')) missing.push(full.join(' '));
         walk(sub, full);
       }
     };

@@ -6,7 +6,7 @@ import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 import { needs } from './helpers/requirements.js';
 
-/** Issue 16's polish items that a person notices in the browser pages. */
+/** The polish a person notices in the browser pages. */
 describe('what a person reads in the pages', () => {
   let d: TestDaemon;
   let admin: Api;

@@ -1,5 +1,5 @@
 /**
- * API keys (CONTRACT §7b) end to end: keys made with the real `svc` binary against a real daemon on
+ * API keys (decisions: API keys) end to end: keys made with the real `svc` binary against a real daemon on
  * 127.0.0.1, used by the official openai client and the MCP SDK client, then revoked both ways.
  * Tests in this file run in order and share the daemon and the CLI's login.
  */

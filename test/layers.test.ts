@@ -1,5 +1,5 @@
 /**
- * Layers that point one way (issue 14), checked on the source and the build rather than hoped:
+ * Layers that point one way, checked on the source and the build rather than hoped:
  * no runtime import cycle; `src/store` imports nothing above it; `src/http` and `src/upstream`
  * import no feature; the daemon does not import the CLI; nothing imports a package's private files
  * but the one oidc-provider helper that is pinned and explained.
@@ -74,7 +74,7 @@ describe('layers', () => {
     expect(importsOf(path.join(REPO, 'src', 'daemon.ts')).filter((s) => s.startsWith('./cli/'))).toEqual([]);
   });
 
-  it('outside src/store, everything reaches the data through the repositories (issue 12)', () => {
+  it('outside src/store, everything reaches the data through the repositories', () => {
     // Only the two that open a data dir's store (the daemon, and the offline password reset) may
     // name the store itself; they hand the rest of svc repositories.
     const opensStore = new Set(['src/daemon.ts', 'src/auth/offline.ts']);
@@ -97,5 +97,26 @@ describe('layers', () => {
       for (const s of importsOf(f)) if (/^oidc-provider\/lib\//.test(s) || /^[^.@][^/]*\/(lib|src|dist\/internal)\//.test(s)) deep.push(`${path.relative(REPO, f)}: ${s}`);
     }
     expect(deep).toEqual(['src/oauth/provider.ts: oidc-provider/lib/helpers/als.js']);
+  });
+});
+
+describe('decisions live in the repository', () => {
+  it('no source, test or bench file points at a document outside it or at an issue number', () => {
+    const outside = /CONTRACT\s*§|SPEC\s*(§|\d)|\bissue\s+\d+/i;
+    const offenders: string[] = [];
+    const everyFile = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? everyFile(path.join(dir, e.name)) : /\.(ts|tsx|js|mjs)$/.test(e.name) ? [path.join(dir, e.name)] : []));
+    for (const dir of ['src', 'test', 'bench', 'scripts']) {
+      for (const f of everyFile(path.join(REPO, dir))) {
+        readFileSync(f, 'utf8')
+          .split('\n')
+          .forEach((line, i) => {
+            if (outside.test(line)) offenders.push(`${path.relative(REPO, f)}:${i + 1}: ${line.trim()}`);
+          });
+      }
+    }
+    expect(offenders).toEqual([]);
+    // and what they point at instead is there
+    expect(readFileSync(path.join(REPO, 'docs', 'decisions.md'), 'utf8')).toContain('## Errors');
   });
 });

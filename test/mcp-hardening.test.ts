@@ -10,7 +10,7 @@ import { startMcpServer } from './helpers/mcp-servers.js';
 import { startUpstream } from './helpers/upstream.js';
 
 /**
- * Issue 11's MCP proxy findings, each reproduced against a real upstream on 127.0.0.1: another
+ * An outside review's MCP proxy findings, each reproduced against a real upstream on 127.0.0.1: another
  * charset that spells a forbidden call (items 1), an upstream quoting the instance's credential
  * (3), REST tool calls leaving sessions open (9), and upstreams that stall or break off (10).
  */
@@ -111,7 +111,7 @@ async function startBadMcp() {
   };
 }
 
-describe('MCP proxy hardening (issue 11)', () => {
+describe('MCP proxy hardening', () => {
   let d: TestDaemon;
   let alice: Api;
   let express: Awaited<ReturnType<typeof startExpressMcp>>;

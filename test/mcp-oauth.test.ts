@@ -22,7 +22,7 @@ import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } fr
 import * as oidc from 'openid-client';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { cleanEnv, type ServeProcess, startServe } from './helpers/cli.js';
+import { cleanEnv, runSvcInProcess, type ServeProcess, startServe } from './helpers/cli.js';
 import { consentInBrowser, launchChromium } from './helpers/consent.js';
 import { tempDir } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
@@ -173,6 +173,7 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
   let instanceA: string;
   let instanceB: string;
   const documents = new Map<string, unknown>();
+  let dataDir: string;
 
   const proxyUrl = (id: string) => `${base}/svc/v1/apps/mcps/${id}/mcp`;
 
@@ -191,7 +192,7 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
       response_types: ['code'],
       token_endpoint_auth_method: 'none',
     });
-    const dataDir = path.join(root, 'data');
+    dataDir = path.join(root, 'data');
     await mkdir(dataDir, { recursive: true });
     daemon = await startServe(
       dataDir,
@@ -328,6 +329,10 @@ describe('the MCP SDK client\'s own OAuth against an instance proxy URL', () => 
       const page = await pat.get(`/ui/apps/access-requests/review?id=${id}`);
       expect(page.text).toContain('Known by its metadata document');
       for (const c of ['\u202e', '\u2066', '\u200b']) expect(page.text).not.toContain(c);
+      // `svc requests list` names it as the page does, and says how svc knows it
+      const listed = await runSvcInProcess(['requests', 'list'], { env: cleanEnv({ SVC_HOME: dataDir }), tty: { columns: 200 } });
+      expect(listed.exitCode, listed.stderr).toBe(0);
+      expect(listed.stdout.split('\n').find((l) => l.startsWith(id.slice(0, 8)))).toContain('Notes\uFFFDppA\uFFFD\uFFFD Host (metadata document)');
       expect((await pat.post(`/svc/v1/access-requests/${id}/deny`)).status).toBe(200);
       seen = true;
     });

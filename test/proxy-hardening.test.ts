@@ -157,7 +157,7 @@ const ENDPOINTS: Record<string, (model: string) => Record<string, unknown>> = {
   '/v1/responses': (model) => ({ model, input: 'x' }),
 };
 
-describe('OpenAI proxy hardening (issue 11: items 2, 9, 10, 15, 16)', () => {
+describe('OpenAI proxy hardening', () => {
   let d: TestDaemon;
   let raw: Awaited<ReturnType<typeof startRawUpstream>>;
   let fake: Awaited<ReturnType<typeof startUpstream>>;

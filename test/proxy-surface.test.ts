@@ -10,7 +10,7 @@ import { startUpstream } from './helpers/upstream.js';
 const PROVIDER_KEY = `sk-provider-${Math.random().toString(36).slice(2)}`;
 
 /**
- * The rest of the OpenAI surface that clients default to (issue 10, item 5): the Responses API,
+ * The rest of the OpenAI surface that clients default to: the Responses API,
  * one model by id and legacy completions, driven by the official `openai` client and by the
  * Vercel AI SDK's default provider model (which speaks the Responses API).
  */
@@ -80,7 +80,7 @@ describe('OpenAI surface beyond chat: responses, models/{id}, completions', () =
     expect((await raw.json()).id).toBe('local/fake-model');
     const err = await openai.models.retrieve('no-such-model').catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(err.error).toMatchObject({ type: 'not_found_error', code: 'model_not_found', param: 'model' });
+    expect(err.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_found', param: 'model' });
     const noToken = await fetch(`${d.url}/v1/models/fake-model`);
     expect(noToken.status).toBe(401);
   });

@@ -94,7 +94,7 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
   it('answers an unknown model with 404 in the OpenAI error shape', async () => {
     const err = await openai.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(err.error).toMatchObject({ type: 'not_found_error', code: 'model_not_found', param: 'model' });
+    expect(err.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_found', param: 'model' });
   });
 
   it('refuses a malformed body with 400 and an oversize one with 413', async () => {

@@ -10,7 +10,7 @@ import { sweepOAuthState } from '../src/oauth/adapter.js';
 const DAY = 24 * 60 * 60 * 1000;
 const stored = (dataDir: string) => storedOnDisk(dataDir);
 
-/** CONTRACT §6 retention and intake caps: the store holds the present, not all of history. */
+/** Retention (decisions: Access requests) and intake caps: the store holds the present, not all of history. */
 describe('retention', () => {
   it('removes expired, denied and failed requests after 7 days and revoked ones after 30, keeps the rest, across restarts', async () => {
     const dataDir = await tempDir();

@@ -1,5 +1,5 @@
 /**
- * No secret in plaintext (CONTRACT §3): an MCP header value, the admin password, a user's
+ * No secret in plaintext (decisions: Storage): an MCP header value, the admin password, a user's
  * password and the raw session cookies never appear in any file of the data dir, in a log line or
  * in an API response, however they are encoded; the data dir is 0700 and every file in it 0600.
  */

@@ -12,7 +12,7 @@ import { approvedScope, authorize, oidcConfig, REDIRECT_URI, registerClient } fr
 import { startUpstream } from './helpers/upstream.js';
 
 /**
- * Issue 11, items 4, 5, 7 and parts of 9: what an outside review got through, each reproduced
+ * What an outside review got through, each reproduced
  * against the real daemon over HTTP (tokens from the real authorization code flow, the official
  * openai client, the real CLI binary).
  */

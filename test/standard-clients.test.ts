@@ -8,7 +8,7 @@ import { approvedScope, authorize, oidcConfig, REDIRECT_URI, registerClient } fr
 import { BAD_REDIRECTS, GOOD_REDIRECTS } from './helpers/redirects.js';
 
 /**
- * CONTRACT §7a: standard OAuth clients (MCP hosts, any OAuth app) get in through consent at the
+ * Standard OAuth clients (decisions: Standard clients) (MCP hosts, any OAuth app) get in through consent at the
  * authorization endpoint, with no svc-specific code: openid-client plays the client here, the
  * person decides through the same session API the review page uses. The MCP SDK client and a real
  * browser drive the same flow in mcp-oauth.test.ts.

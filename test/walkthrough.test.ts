@@ -1,11 +1,10 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BIN, cleanEnv, REPO } from './helpers/cli.js';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
-import { Api } from './helpers/http.js';
-import { startUpstream } from './helpers/upstream.js';
 
 /** The README's walkthrough blocks that a user copies, run as written against a test daemon. */
 function readmeBlock(marker: string): string {
@@ -18,28 +17,42 @@ function readmeBlock(marker: string): string {
 
 describe('README walkthrough, step 8: call svc yourself', () => {
   let d: TestDaemon;
-  let upstream: Awaited<ReturnType<typeof startUpstream>>;
+  let demo: ChildProcess;
 
   beforeAll(async () => {
     d = await startTestDaemon();
-    upstream = await startUpstream();
-    const admin = await new Api(d.url).login('admin', d.adminPassword);
-    expect((await admin.post('/svc/v1/providers', { name: 'local', base_url: upstream.url })).status).toBe(201);
+    // step 3: `npm run demo` beside it, as the reader has it running
+    demo = spawn(process.execPath, ['demo/run.mjs'], { cwd: REPO, env: cleanEnv({ SVC_HOME: d.dataDir }), stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise<void>((resolve, reject) => {
+      let out = '';
+      demo.stdout!.on('data', (c) => (out += c) && out.includes('Ctrl-C stops the demo') && resolve());
+      demo.once('exit', (code) => reject(new Error(`the demo exited (${code}): ${out}`)));
+    });
   });
   afterAll(async () => {
+    // the demo removes what it added through the daemon, so it goes first
+    if (demo && demo.exitCode === null) await new Promise((resolve) => demo.once('exit', resolve).kill('SIGINT'));
     await d.stop();
-    await upstream.close();
   });
 
-  it('runs as written: a key, curl for models and chat, the openai client, the key list', async () => {
-    // the reader's `svc` alias and daemon address, pointed at this test's daemon and data dir
-    const script = `svc() { node ${JSON.stringify(BIN)} "$@"; }\nset -e\n${readmeBlock('call-svc-yourself').replaceAll('http://127.0.0.1:7878', d.url)}`;
+  it('runs as written, on whatever port the daemon has: a key, curl for models and chat, the openai client, the key list', async () => {
+    // only the reader's `svc` alias; the block finds the daemon's URL itself
+    const script = `svc() { node ${JSON.stringify(BIN)} "$@"; }\nset -e\n${readmeBlock('call-svc-yourself')}`;
     const run = await execa('bash', ['-c', script], { cwd: REPO, env: cleanEnv({ SVC_HOME: d.dataDir }), extendEnv: false, reject: false, timeout: 60_000 });
     expect(run.exitCode, run.stderr).toBe(0);
-    expect(run.stdout).toContain('"fake-model"');
+    expect(run.stdout).toContain('"demo-chat"');
     expect(run.stdout).toMatch(/"chat\.completion"/);
-    expect(run.stdout).toMatch(/echo: Hello\n/); // the openai client printed the reply
+    expect(run.stdout).toMatch(/Hello from the svc demo model\. You said: "Hello"\n/); // the openai client printed the reply
     expect(run.stdout).toMatch(/\bme\b.*active/);
     expect(run.stdout + run.stderr).not.toMatch(/svc_[A-Za-z0-9_-]{43}/);
+  });
+});
+
+describe('README commands', () => {
+  it('assume no port: every shell block reads the daemon\'s URL instead of naming 7878', () => {
+    const readme = readFileSync(path.join(REPO, 'README.md'), 'utf8');
+    const blocks = [...readme.matchAll(/```sh\n([\s\S]*?)\n```/g)].map((m) => m[1]);
+    expect(blocks.length).toBeGreaterThan(5);
+    for (const block of blocks) expect(block, block).not.toMatch(/:7878\b/);
   });
 });

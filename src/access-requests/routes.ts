@@ -23,7 +23,7 @@ import { type AccessRequestsService, decisionRedirect, scopeFor } from './servic
 
 const MINUTE = 60_000;
 
-/** Per-client and per-address limits for the endpoints that need no credential (CONTRACT §6). */
+/** Per-client and per-address limits for the endpoints that need no credential (decisions: Access requests). */
 function unauthenticatedLimit(deps: AppDeps, clientIdOf: (ctx: Parameters<Middleware<AppState>>[0]) => unknown): Middleware<AppState> {
   const perClient = new RateLimiter(deps.config.rateLimitClient, MINUTE, deps.clock);
   const perAddress = new RateLimiter(deps.config.rateLimitAddress, MINUTE, deps.clock);
@@ -131,6 +131,8 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
     ...(record.authorize?.suggested_instance_ids.length ? { sign_in_instance_ids: record.authorize.suggested_instance_ids } : {}),
     ...(record.replaced_by ? { replaced_by: record.replaced_by } : {}),
     ...service.figuresOf(record),
+    ...(record.decided_at ? { decided_at: record.decided_at } : {}),
+    ...(record.revoked_at ? { revoked_at: record.revoked_at } : {}),
     mcp_servers: record.requested.mcp_servers.map(({ url }) => {
       const mine = owned.filter((m) => m.url === url);
       // The one default every surface starts from: the instance the app's request named (an MCP

@@ -39,7 +39,7 @@ export const requestedEnvelope = z
         return urls.map((url) => ({ url }));
       }),
   })
-  .meta({ id: 'RequestedResources', description: 'Versioned resource envelope (SPEC 2.2)' });
+  .meta({ id: 'RequestedResources', description: 'Versioned resource envelope' });
 
 const UNSAFE_IN_URL = /[\p{Cc}\p{Cf}\p{Cs}\p{Z}\s]/u;
 
@@ -183,6 +183,8 @@ export const reviewResponse = z
     replaced_by: z.string().optional().describe('Revoked because a later sign-in of the same app and person, for the same resources, replaced it: that request'),
     usage: grantUsage.optional().describe('Once approved: what the app did with the grant'),
     limits: storedLimits.optional().describe('Once approved: the limits the person set'),
+    decided_at: z.string().optional().describe('When it was approved or denied; absent while undecided'),
+    revoked_at: z.string().optional().describe('When it was revoked; only when revoked'),
     approved_role: appRole.optional(),
     approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
     mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),
@@ -213,7 +215,14 @@ export const accessRequestSummary = z
   })
   .meta({ id: 'AccessRequestSummary' });
 
-export const listQuery = z.object({ status: accessRequestStatus.optional() });
+export const listQuery = z.object({
+  status: z
+    .enum([...accessRequestStatuses, 'pending'])
+    .optional()
+    // the review page and `svc review` call a draft pending: either word finds it
+    .transform((s) => (s === 'pending' ? 'draft' : s))
+    .describe('Only requests with this status; `pending` is the same as `draft` (the word the review page and `svc review` use)'),
+});
 export const listResponse = z.object({ data: z.array(accessRequestSummary) });
 
 export const limitsResponse = z.object({ id: z.uuid(), limits: storedLimits });

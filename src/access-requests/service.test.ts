@@ -41,7 +41,7 @@ async function setup(limits?: { draftsPerClient: number; drafts: number }) {
 }
 
 describe('AccessRequestsService on the in-memory repositories', () => {
-  it('approves within the rules of SPEC 5.3, and lets one decision of two win', async () => {
+  it('approves within the privilege rules, and lets one decision of two win', async () => {
     const { service, repos } = await setup();
     const r = await service.create(ask());
     await expect(service.approve(plain, r.id, { approved_role: 'scope_user_power_user' } as never)).rejects.toMatchObject({ code: 'privilege_escalation' });

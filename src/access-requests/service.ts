@@ -44,7 +44,7 @@ function signInGoesNowhere(record: AccessRequestRecord, body: z.output<typeof ap
   return !wanted.some((id) => granted.has(id));
 }
 
-/** The redirect URL with the decision appended (CONTRACT §6). */
+/** The redirect URL with the decision appended (decisions: Access requests). */
 export function decisionRedirect(record: AccessRequestRecord): string | undefined {
   if (!record.redirect_url) return undefined;
   const url = new URL(record.redirect_url);
@@ -54,7 +54,7 @@ export function decisionRedirect(record: AccessRequestRecord): string | undefine
 }
 
 /**
- * The access-request lifecycle of SPEC §3 and CONTRACT §6. Every check and its state change are
+ * The access-request lifecycle (decisions: Access requests). Every check and its state change are
  * one conditional write, so of two concurrent decisions exactly one sees `draft`.
  */
 export class AccessRequestsService {
@@ -133,7 +133,7 @@ export class AccessRequestsService {
   }
 
   /**
-   * A request made for a standard OAuth client at the authorization endpoint (CONTRACT §7a). It is
+   * A request made for a standard OAuth client at the authorization endpoint (decisions: Standard clients). It is
    * a redirect-flow request whose redirect is the waiting interaction, so every review surface
    * decides it like any other, and the browser that started the sign-in carries on from there.
    */
@@ -157,7 +157,7 @@ export class AccessRequestsService {
   }
 
   /**
-   * A new draft, within the caps on undecided drafts (per client and in all: CONTRACT §6).
+   * A new draft, within the caps on undecided drafts (per client and in all; decisions: Access requests).
    * Anyone may create drafts, so they are capped: a flood (a new client id each time) cannot grow
    * the store or bury the person's review list.
    */
@@ -173,7 +173,7 @@ export class AccessRequestsService {
 
   /**
    * A request made on `reviewer`'s behalf and approved by them at once, in one transaction and
-   * under exactly the rules of approve (API keys, CONTRACT §7b). `within` runs in that same
+   * under exactly the rules of approve (decisions: API keys). `within` runs in that same
    * transaction; if anything throws, nothing is stored.
    */
   async createApproved<R>(
@@ -264,7 +264,7 @@ export class AccessRequestsService {
   }
 
   /**
-   * Approves, under SPEC 5.3. Two cases of a sign-in at the authorization endpoint (an MCP host)
+   * Approves, under the privilege rules (decisions: Privilege rules). Two cases of a sign-in at the authorization endpoint (an MCP host)
    * differ: approving it with none of the instances it signs in for is a denial, since its token
    * is bound to those instances' proxy URLs and could do nothing; and approving it replaces the
    * grants of earlier sign-ins of that client and person for the same resources, which are revoked
@@ -294,9 +294,9 @@ export class AccessRequestsService {
     }
   }
 
-  /** SPEC 5.3 checked against a draft, which then becomes approved with `reviewer` as its user. */
+  /** The privilege rules checked against a draft, which then becomes approved with `reviewer` as its user. */
   private applyApproval(record: AccessRequestRecord, reviewer: UserRecord, body: z.output<typeof approveBody>, instances: Map<string, McpInstanceRecord>): void {
-    // SPEC 5.3 rules 1, 2 and 5.
+    // the privilege rules (decisions: Privilege rules).
     if (!appRoleAtMost(body.approved_role, record.requested_role)) {
       throw forbidden(`The approved role cannot exceed the requested role (${record.requested_role}).`, 'privilege_escalation');
     }
@@ -310,7 +310,7 @@ export class AccessRequestsService {
         throw invalidBody(`${selection.url} was not requested.`, `approved.mcp_servers.${index}.url`);
       }
       for (const instanceId of selection.instance_ids) {
-        // SPEC 5.3 rule 3: only the reviewer's own, enabled instances of that very URL.
+        // the privilege rules (decisions: Privilege rules): only the reviewer's own, enabled instances of that very URL.
         const instance = instances.get(instanceId);
         if (!instance || instance.owner_id !== reviewer.id || instance.url !== selection.url) {
           throw forbidden(`MCP instance ${instanceId} is not one of yours for ${selection.url}.`, 'mcp_instance_not_owned');
@@ -405,7 +405,7 @@ export class AccessRequestsService {
   }
 
   /**
-   * Retention (CONTRACT §6): expired, denied and failed requests go `finishedDays` after they
+   * Retention (decisions: Access requests): expired, denied and failed requests go `finishedDays` after they
    * ended, revoked ones `revokedDays` after the revoke; 0 keeps them. API keys made on a removed
    * request go with it. Answers how many requests were removed.
    */
@@ -437,7 +437,7 @@ export class AccessRequestsService {
     if (record.status !== 'draft') throw conflict('already_processed', `This request was already ${record.status}.`);
   }
 
-  /** draft -> failed on a processing error (SPEC §3): the app sees `failed` and must ask again. */
+  /** draft -> failed on a processing error (decisions: Access requests): the app sees `failed` and must ask again. */
   private async fail(id: string, cause: unknown): Promise<void> {
     this.logger.error({ accessRequest: id, err: (cause as Error)?.message }, 'access request processing failed');
     if (!isUuid(id)) return;

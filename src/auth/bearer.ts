@@ -76,7 +76,7 @@ export const invalidToken = (message: string, metadataUrl: string, credentialSen
   });
 
 /**
- * The resource side of CONTRACT §7. A token's signature and claims are checked once and cached by
+ * The resource side of the token checks (decisions: Tokens). A token's signature and claims are checked once and cached by
  * the token until it expires; the grant record behind it is checked on every call, so a revoke
  * takes effect on the very next request.
  */
@@ -189,7 +189,7 @@ function describeJoseError(err: unknown): string {
   return 'The token is malformed or not verifiable.';
 }
 
-/** API keys (CONTRACT §7b, src/keys) start with this; every other Bearer credential is a JWT. */
+/** API keys (decisions: API keys, src/keys) start with this; every other Bearer credential is a JWT. */
 export const API_KEY_PREFIX = 'svc_';
 
 /** Checks an API key and its grant record on every call, as BearerVerifier.verify does a token's. */

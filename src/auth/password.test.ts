@@ -40,13 +40,32 @@ describe('password hashing', () => {
   it('a helper that dies fails what it held, and the next hash gets a new one', async () => {
     await password.hashPassword('x');
     const pid = password.scryptHelperPid()!;
+    // held stopped, it cannot answer before it dies: the one outcome is a failure
+    process.kill(pid, 'SIGSTOP');
     const pending = password.hashPassword('y');
     process.kill(pid, 'SIGKILL');
-    await pending.then(
-      (hash) => expect(hash).toMatch(/^scrypt\$/), // it may have answered first
-      (err: Error) => expect(err.message).toMatch(/scrypt helper stopped/),
-    );
+    await expect(pending).rejects.toThrow(/scrypt helper stopped/);
     expect(await password.verifyPassword('z', await password.hashPassword('z'))).toBe(true);
+    expect(password.scryptHelperPid()).not.toBe(pid);
+  });
+
+  it('a helper that hangs is replaced after the hash timeout: what it owed fails, the next hash works', async () => {
+    password.setScryptHashTimeoutMs(300);
+    try {
+      await password.hashPassword('x');
+      const pid = password.scryptHelperPid()!;
+      process.kill(pid, 'SIGSTOP');
+      const started = Date.now();
+      await expect(password.hashPassword('y')).rejects.toThrow(/did not answer within 300 ms and was replaced/);
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(await until(() => !alive(pid))).toBe(true);
+      // a new helper, with the usual time (one just started on a busy machine may take longer than 300 ms)
+      password.setScryptHashTimeoutMs(10_000);
+      expect(await password.verifyPassword('z', await password.hashPassword('z'))).toBe(true);
+      expect(password.scryptHelperPid()).not.toBe(pid);
+    } finally {
+      password.setScryptHashTimeoutMs(10_000);
+    }
   });
 
   it('a helper ending for idleness fails nothing of the one that follows it', async () => {

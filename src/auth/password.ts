@@ -1,5 +1,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const N = 16384;
 const r = 8;
@@ -18,20 +20,27 @@ const MAXMEM = 64 * 1024 * 1024;
  * scrypt anyway, the same for a known user and the decoy).
  */
 let idleMs = 5_000;
-const HELPER_SOURCE = `
-const { scryptSync } = require('node:crypto');
-process.on('message', ({ id, password, salt, n, r, p, keylen, maxmem }) => {
-  try {
-    process.send({ id, key: scryptSync(password, Buffer.from(salt), keylen, { N: n, r, p, maxmem }) });
-  } catch (err) {
-    process.send({ id, error: String((err && err.message) || err) });
-  }
-});
-process.on('disconnect', () => process.exit(0));`;
+/**
+ * How long one hash may take before its helper counts as hung (scrypt at these settings takes
+ * tens of milliseconds): the helper is killed, what it owed fails, and the next hash gets a new one,
+ * so one stuck helper never holds every login.
+ */
+let hashTimeoutMs = 10_000;
+
+/**
+ * The compiled helper beside this module. Run from the sources (the tests), this module is a .ts
+ * file: the helper is the build's, which the test command makes first.
+ */
+function helperPath(): string {
+  const here = fileURLToPath(import.meta.url);
+  const compiled = here.endsWith('.ts') ? here.replace(`${path.sep}src${path.sep}`, `${path.sep}dist${path.sep}`) : here;
+  return path.join(path.dirname(compiled), 'scrypt-helper.js');
+}
 
 interface Pending {
   resolve: (key: Buffer) => void;
   reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
 }
 
 /** One helper process and the hashes it owes: a helper that ends fails its own, never a newer one's. */
@@ -39,6 +48,8 @@ interface Helper {
   child: ChildProcess;
   waiting: Map<number, Pending>;
   idle: NodeJS.Timeout | null;
+  /** killed for not answering in time */
+  hung?: boolean;
 }
 
 let current: Helper | null = null;
@@ -59,12 +70,15 @@ function holdOpen(child: ChildProcess, hold: boolean): void {
 function scryptHelper(): Helper {
   if (current) return current;
   // No inherited flags (a profiler, an inspector): the helper is only a hashing loop.
-  const child = spawn(process.execPath, ['--max-semi-space-size=1', '-e', HELPER_SOURCE], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced', env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = fork(helperPath(), [], { execArgv: ['--max-semi-space-size=1'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced', env: { ...process.env, NODE_OPTIONS: '' } });
   const helper: Helper = { child, waiting: new Map(), idle: null };
   const failAll = (err: Error) => {
     if (current === helper) current = null;
     if (helper.idle) clearTimeout(helper.idle);
-    for (const pending of helper.waiting.values()) pending.reject(err);
+    for (const pending of helper.waiting.values()) {
+      clearTimeout(pending.timer);
+      pending.reject(err);
+    }
     helper.waiting.clear();
   };
   child.on('message', (m: { id: number; key?: Uint8Array; error?: string }) => {
@@ -80,11 +94,12 @@ function scryptHelper(): Helper {
       helper.idle.unref();
     }
     if (!pending) return;
+    clearTimeout(pending.timer);
     if (m.error !== undefined || !m.key) pending.reject(new Error(m.error ?? 'scrypt failed'));
     else pending.resolve(Buffer.from(m.key.buffer, m.key.byteOffset, m.key.byteLength));
   });
   child.on('error', failAll);
-  child.on('exit', () => failAll(new Error('the scrypt helper stopped')));
+  child.on('exit', () => failAll(new Error(helper.hung ? `the scrypt helper did not answer within ${hashTimeoutMs} ms and was replaced` : 'the scrypt helper stopped')));
   holdOpen(child, false);
   current = helper;
   return helper;
@@ -96,7 +111,14 @@ function derive(password: string, salt: Buffer, n: number, rr: number, pp: numbe
     if (helper.idle) clearTimeout(helper.idle);
     helper.idle = null;
     const id = ++nextId;
-    helper.waiting.set(id, { resolve, reject });
+    const timer = setTimeout(() => {
+      // hung: no answer in far longer than a hash takes. It goes, and fails what it owed.
+      if (current === helper) current = null;
+      helper.hung = true;
+      helper.child.kill('SIGKILL');
+    }, hashTimeoutMs);
+    timer.unref();
+    helper.waiting.set(id, { resolve, reject, timer });
     holdOpen(helper.child, true);
     helper.child.send({ id, password: password.normalize('NFC'), salt, n, r: rr, p: pp, keylen: KEYLEN, maxmem: MAXMEM }, (err) => {
       if (!err || !helper.waiting.delete(id)) return;
@@ -137,6 +159,11 @@ export function decoyHash(): Promise<string> {
 /** How long the helper may sit idle (tests shorten it). */
 export function setScryptIdleMs(ms: number): void {
   idleMs = ms;
+}
+
+/** How long one hash may take before its helper is replaced (tests shorten it). */
+export function setScryptHashTimeoutMs(ms: number): void {
+  hashTimeoutMs = ms;
 }
 
 /** The helper's pid while it runs (tests watch it come and go). */

@@ -10,7 +10,7 @@ export const USER_ROLE_NAMES: Record<UserRole, string> = { user: 'User', power_u
 
 export const atLeast = (role: UserRole, needed: UserRole) => rank[role] >= rank[needed];
 
-/** SPEC 5.3 rule 2 and 5: User grants user; PowerUser and above grant up to power user, never more. */
+/** the privilege rules (decisions: Privilege rules): User grants user; PowerUser and above grant up to power user, never more. */
 export const maxGrantableRole = (reviewer: UserRole): AppRole =>
   atLeast(reviewer, 'power_user') ? 'scope_user_power_user' : 'scope_user_user';
 

@@ -4,11 +4,12 @@ import type { AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { LOCAL_LOGIN_HEADER, type LoginService } from './login.js';
 import { atLeast } from './roles.js';
-import { createUserBody, loginBody, setPasswordBody, setRoleBody, userList, usernameParams, userResponse } from './schemas.js';
+import type { LoginLinks } from './login-links.js';
+import { createUserBody, loginBody, loginLink, setPasswordBody, setRoleBody, userList, usernameParams, userResponse } from './schemas.js';
 import { endSession, startSession } from './sessions.js';
 import { toPublicUser, type UsersService } from './users.js';
 
-export function authRoutes(deps: AppDeps, users: UsersService, login: LoginService, sameOrigin: Middleware<AppState>): AnyRouteDef[] {
+export function authRoutes(deps: AppDeps, users: UsersService, login: LoginService, sameOrigin: Middleware<AppState>, links: LoginLinks): AnyRouteDef[] {
   return [
     defineRoute({
       method: 'post',
@@ -55,6 +56,25 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       responses: { 200: { description: 'The user of this session', schema: userResponse } },
       errors: [401],
       handler: (ctx) => ({ user: toPublicUser(ctx.state.user!) }),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/auth/login-links',
+      operationId: 'createLoginLink',
+      summary: 'A one-time link that signs a browser in as you and opens the home page (svc open)',
+      description: 'The link works once, within 60 seconds; a used or expired one signs nobody in. Only a hash of it is kept, in memory.',
+      tags: ['auth'],
+      auth: 'session',
+      responses: { 201: { description: 'The link', schema: loginLink } },
+      errors: [401, 403],
+      handler(ctx) {
+        const { token, expiresAt } = links.mint(ctx.state.user!.id);
+        const url = new URL('/ui/login-link', deps.baseUrl());
+        url.searchParams.set('token', token);
+        deps.logger.info({ user: ctx.state.user!.id }, 'login link made');
+        ctx.status = 201;
+        return { url: url.href, expires_at: new Date(expiresAt).toISOString() };
+      },
     }),
     defineRoute({
       method: 'get',

@@ -11,6 +11,12 @@ export const loginBody = z.strictObject({ username: z.string().min(1).max(64), p
 
 export const publicUser = z.object({ id: z.string(), username: z.string(), role: userRoleSchema }).meta({ id: 'User' });
 export const userResponse = z.object({ user: publicUser });
+export const loginLink = z
+  .object({
+    url: z.string().describe('Opens the home page signed in as you, in any browser: once, until expires_at'),
+    expires_at: z.string().describe('60 seconds from now'),
+  })
+  .meta({ id: 'LoginLink' });
 export const userList = z.object({ data: z.array(publicUser.extend({ created_at: z.string() })) });
 
 export const createUserBody = z.strictObject({ username: usernameSchema, role: userRoleSchema, password: passwordSchema });

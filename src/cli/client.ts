@@ -109,7 +109,7 @@ export class DaemonClient {
     return socket;
   }
 
-  /** The CLI talks only to the daemon of its own data dir (CONTRACT §2), never to whatever answers on the port. */
+  /** The CLI talks only to the daemon of its own data dir (decisions: Configuration), never to whatever answers on the port. */
   private notOurs(why: string): CliError {
     return new CliError(`No svc daemon runs for the data dir ${this.dataDir}${why}. Start one with \`svc serve\`${this.dataDir === defaultDataDir(this.env) ? '' : ' (with the same --data-dir or SVC_HOME)'}.`);
   }
@@ -128,13 +128,15 @@ export class DaemonClient {
       const sentCookie = this.cookie; // what send() used (null: no saved login)
       const code = (parsed as ErrorBody | undefined)?.error?.code;
       const starting = res.status === 503 && code === 'starting';
-      // A first start writes the CLI's login just before it stops answering `starting`: a request
-      // that read no login an instant before may arrive just after. Read it once more, then ask again.
-      const loginJustWritten = res.status === 401 && code === 'login_required' && opts.auth !== false && !sentCookie && !reread;
-      if (loginJustWritten) {
+      // The saved login may have changed since this client read it: a first start writes it just
+      // before it stops answering `starting`, and `svc login` replaces it (after `svc users passwd`
+      // ended the old session) while a long-lived command such as `svc review` runs. Read it once
+      // more; if it is another login, ask again with it.
+      if (res.status === 401 && code === 'login_required' && opts.auth !== false && !reread) {
         reread = true;
-        this.cookie = undefined;
-        if ((this.cookie = await loadCliSession(this.dataDir))) continue;
+        const fresh = await loadCliSession(this.dataDir);
+        this.cookie = fresh;
+        if (fresh && fresh !== sentCookie) continue;
       }
       if (!starting || Date.now() >= giveUpAt) break;
       await new Promise((r) => setTimeout(r, 250));

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js';
 
-/** Stable exit codes (CONTRACT §10): scripts switch on them. */
+/** Stable exit codes (decisions: Review surfaces): scripts switch on them. */
 export const EXIT = { ok: 0, error: 1, usage: 2, auth: 4 } as const;
 
 export class CliError extends Error {
@@ -25,6 +25,8 @@ export function exitCodeFor(err: AppError): number {
 export function hintFor(err: AppError, command = ''): string | undefined {
   if (err.code === 'invalid_credentials') return command === 'login' ? 'check the username and password' : 'run `svc login`';
   if (err.code === 'login_required') return command === 'login' ? undefined : 'run `svc login`';
+  // Not a matter of rights: an instance named for a URL it does not serve, or someone else's.
+  if (err.code === 'mcp_instance_not_owned') return '`svc mcp list` shows your instances, with the URL each one serves';
   if (err.status === 403) return 'your account is not allowed to do this';
   return undefined;
 }

@@ -5,12 +5,15 @@ import { VERSION } from '../version.js';
 import { registerActivity } from './commands/activity.js';
 import { registerMcp } from './commands/mcp.js';
 import { registerClients } from './commands/clients.js';
+import { registerCompletion } from './commands/completion.js';
 import { registerKeys } from './commands/keys.js';
 import { registerModels } from './commands/models.js';
+import { registerOpen } from './commands/open.js';
 import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
 import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';
+import { registerService } from './commands/service.js';
 import { registerSession } from './commands/session.js';
 import { registerUsers } from './commands/users.js';
 import { CliError, EXIT, exitCodeFor, hintFor } from './errors.js';
@@ -26,14 +29,17 @@ export function buildProgram(o: Output): Command {
     .option('--host <host>', 'daemon host (env SVC_HOST; default 127.0.0.1)')
     .option('--port <port>', 'daemon port (env SVC_PORT; default 7878; 0 picks a free one)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc serve                       # run the daemon (first start prints the admin password)
   $ svc requests list               # access requests waiting for you
   $ svc requests approve ID --role scope_user_user --mcp URL=INSTANCE_ID
   $ svc review                      # review requests in the terminal (keys shown at the bottom)
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp
   $ svc keys create "Open WebUI"    # an API key for an app that only takes a key
+  $ svc open                        # the home page in your browser, signed in
+  $ SVC=$(svc status --url)         # where apps reach the daemon, whatever its port
 `,
     )
     .showHelpAfterError('(run with --help for usage)')
@@ -44,12 +50,15 @@ export function buildProgram(o: Output): Command {
   registerRequests(program, o);
   registerReview(program, o);
   registerActivity(program, o);
+  registerOpen(program, o);
   registerKeys(program, o);
   registerMcp(program, o);
   registerUsers(program, o);
   registerClients(program, o);
   registerProviders(program, o);
   registerModels(program, o);
+  registerService(program, o);
+  registerCompletion(program, o);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
     for (const sub of cmd.commands) sub.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });
@@ -108,6 +117,6 @@ function shareExamples(group: Command, o: Output): void {
   const examples = text.split('\n').filter((l) => l.trimStart().startsWith('$ '));
   for (const sub of group.commands) {
     const mine = examples.filter((l) => new RegExp(`svc ${group.name()} ${sub.name()}( |$)`).test(l));
-    if (mine.length > 0) sub.addHelpText('before', `Examples:\n${mine.join('\n')}\n`);
+    if (mine.length > 0) sub.addHelpText('after', `\nExamples:\n${mine.join('\n')}\n`);
   }
 }

@@ -3,6 +3,11 @@ import { inert } from '../text.js';
 export interface Column<T> {
   header: string;
   value: (row: T) => string | number | boolean | null | undefined;
+  /**
+   * A value people copy into another command (an id, a URL): never cut on a narrow terminal.
+   * The descriptive columns give up their width instead, and past that the line wraps.
+   */
+  copy?: boolean;
 }
 
 /**
@@ -19,7 +24,14 @@ export interface Output {
   env?: NodeJS.ProcessEnv;
   /** all of standard input (for --password-stdin and the like); default process.stdin */
   stdin?: () => Promise<string>;
+  /** runs a program to its end (the service manager, the browser opener); default: execFile */
+  run?: ProcessRunner;
+  /** the operating system the commands act for; default process.platform */
+  platform?: NodeJS.Platform;
 }
+
+/** A program's exit code and output; a program that is not there rejects with code ENOENT. */
+export type ProcessRunner = (file: string, args: string[]) => Promise<{ code: number; stdout: string; stderr: string }>;
 
 export const processOutput = (): Output => ({
   out: (t) => process.stdout.write(t),
@@ -63,6 +75,7 @@ export function printRows<T>(o: Output, rows: T[], columns: Column<T>[]): void {
   const widths = fitWidths(
     headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length))),
     o.columns,
+    columns.map((c) => Boolean(c.copy)),
   );
   const clip = (v: string, w: number) => (v.length > w ? `${v.slice(0, Math.max(0, w - 1))}…` : v);
   const line = (r: string[]) => r.map((v, i) => (i === r.length - 1 ? clip(v, widths[i]) : clip(v, widths[i]).padEnd(widths[i]))).join('  ').trimEnd();
@@ -72,13 +85,15 @@ export function printRows<T>(o: Output, rows: T[], columns: Column<T>[]): void {
 
 /**
  * Column widths that fit a terminal of `total` columns, as gh does: the widest column gives up
- * characters first, and no column goes below 6 (or its own width). Piped output is never cut.
+ * characters first, and no column goes below 6 (or its own width). Columns marked in `keep` (ids
+ * and URLs to copy) are never cut: a value cut short is worse than a wrapped line. Piped output
+ * is never cut.
  */
-export function fitWidths(widths: number[], total: number | undefined): number[] {
+export function fitWidths(widths: number[], total: number | undefined, keep: boolean[] = []): number[] {
   const out = [...widths];
   if (!total || total <= 0) return out;
   const gaps = 2 * (out.length - 1);
-  const floor = (i: number) => Math.min(widths[i], 6);
+  const floor = (i: number) => (keep[i] ? widths[i] : Math.min(widths[i], 6));
   let over = out.reduce((a, b) => a + b, 0) + gaps - total;
   while (over > 0) {
     let widest = -1;
@@ -94,6 +109,37 @@ export function fitWidths(widths: number[], total: number | undefined): number[]
 export function printFields(o: Output, fields: [string, unknown][]): void {
   const width = Math.max(...fields.map(([k]) => k.length));
   for (const [k, v] of fields) o.out(o.isTTY ? `${k.padEnd(width)}  ${cell(v)}\n` : `${k}\t${cell(v)}\n`);
+}
+
+/**
+ * A time as people read it on a terminal ("5 min ago", "in 9 min"); ISO 8601 as it came for
+ * pipes, which scripts parse. `now` is the CLI's clock.
+ */
+export function when(o: Output, iso: string | null | undefined, now = Date.now()): string {
+  if (!iso) return '';
+  if (!o.isTTY) return iso;
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  return relativeTime(t - now);
+}
+
+/** Up to each bound (seconds), a span is said in this unit (seconds each). */
+const SPANS: [number, number, string][] = [
+  [60, 1, 's'],
+  [90 * 60, 60, 'min'],
+  [36 * 3600, 3600, 'h'],
+  [60 * 86_400, 86_400, 'days'],
+  [730 * 86_400, 30 * 86_400, 'months'],
+  [Infinity, 365 * 86_400, 'years'],
+];
+
+/** A signed span of milliseconds as "just now", "5 min ago", "in 2 h", "3 days ago". */
+export function relativeTime(ms: number): string {
+  const s = Math.round(Math.abs(ms) / 1000);
+  if (s < 5) return 'just now';
+  const [, unit, name] = SPANS.find(([bound]) => s < bound)!;
+  const span = `${Math.max(1, Math.round(s / unit))} ${name}`;
+  return ms < 0 ? `${span} ago` : `in ${span}`;
 }
 
 export function printJson(o: Output, value: unknown): void {

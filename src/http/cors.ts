@@ -11,7 +11,7 @@ const APP_PREFIXES = ['/svc/v1/apps/', '/v1/', '/.well-known/oauth-protected-res
 export const appCors: Middleware<AppState> = async function corsForApps(ctx, next) {
   if (!APP_PREFIXES.some((p) => ctx.path.startsWith(p)) || !ctx.get('Origin')) return next();
   ctx.set('Access-Control-Allow-Origin', '*');
-  ctx.set('Access-Control-Expose-Headers', 'WWW-Authenticate, Retry-After, Mcp-Session-Id, Mcp-Protocol-Version');
+  ctx.set('Access-Control-Expose-Headers', 'WWW-Authenticate, Retry-After, Mcp-Session-Id, Mcp-Protocol-Version, X-Request-Id');
   if (ctx.method === 'OPTIONS') {
     ctx.set('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
     ctx.set('Access-Control-Allow-Headers', 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID');

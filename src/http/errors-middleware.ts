@@ -43,7 +43,7 @@ function clientHungUp(req: IncomingMessage): boolean {
   return !req.complete && (req.destroyed || Boolean(req.socket?.destroyed));
 }
 
-/** The one error-handling middleware: every error leaves as CONTRACT §5's JSON shape. */
+/** The one error-handling middleware: every error leaves as the JSON error shape (decisions: Errors). */
 export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<AppState> {
   return async function handleErrors(ctx, next) {
     try {

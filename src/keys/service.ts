@@ -29,7 +29,7 @@ export function keyStatus(key: ApiKeyRecord, record: AccessRequestRecord | undef
 }
 
 /**
- * API keys (CONTRACT §7b): each stands on an access request that its owner made and approved as
+ * API keys (decisions: API keys): each stands on an access request that its owner made and approved as
  * themselves, under the privilege rules of any approval; the key is shown once and only its hash
  * is kept.
  */
@@ -152,7 +152,7 @@ export class ApiKeyVerifier implements ApiKeyBearer {
     if (record.app_client_id !== clientId || record.user_id !== key.user_id) throw fail('The grant behind this API key belongs to another client or user.');
     const user = await this.repos.users.get(key.user_id);
     if (!user) throw fail('The owner of this API key no longer exists.');
-    // Never above what the owner may grant now (CONTRACT §6).
+    // Never above what the owner may grant now (decisions: Access requests).
     return { record, user, role: lowerAppRole(record.approved_role, maxGrantableRole(user.role)), clientId, audience: null };
   }
 

@@ -42,7 +42,7 @@ const executeBody = z.strictObject({ params: z.record(z.string(), z.unknown()).d
 const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z.boolean().optional() }).describe('An MCP CallToolResult');
 
 /**
- * App-facing MCP endpoints (SPEC 4.4); any app token (scope_user_user or above). Only instances
+ * App-facing MCP endpoints (decisions: MCP); any app token (scope_user_user or above). Only instances
  * in the token's grant exist here; a disabled one is listed but refuses calls.
  */
 export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number, streams: OpenStreams): AnyRouteDef[] {

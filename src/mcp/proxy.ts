@@ -240,7 +240,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     name: `MCP server of instance ${instance.name.slice(0, 60)}`,
     // every answer must start in time; only an established GET stream may then stay quiet for long
     timeoutMs,
-    ...(method === 'GET' ? { bodyTimeoutMs: GET_STREAM_QUIET_MS } : {}),
+    ...(method === 'GET' ? { bodyTimeoutMs: GET_STREAM_QUIET_MS, stream: true } : {}),
     signal: abort,
   });
 

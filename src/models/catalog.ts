@@ -80,8 +80,10 @@ function buildIndex(providers: ProviderRecord[], aliases: AliasRecord[], users: 
     described.set(a.id, entry);
   }
   for (const p of providers) {
-    const created = Math.floor(Date.parse(p.created_at) / 1000);
+    const added = Math.floor(Date.parse(p.created_at) / 1000);
     for (const m of new Set([...p.models, ...p.discovered_models])) {
+      // the provider's own time for the model when it gave one, else when the provider was added
+      const created = p.discovered_created?.[m] ?? added;
       if (!byId.has(m)) {
         byId.set(m, { provider: p, upstreamModel: m, defaults: null });
         const entry = { id: m, owned_by: p.name, created };

@@ -14,7 +14,7 @@ function aliasActor(ctx: AppContext): AliasActor {
 
 const OWNERSHIP = 'An alias belongs to the user who created it: only that user (their session or apps) may replace or remove it, and an admin through their own session. No one else may take a model id that another user\'s alias or a provider already serves (409 model_id_taken).';
 
-/** Model alias management (CONTRACT §8): a power user's session or a scope_user_power_user token. */
+/** Model alias management (decisions: The OpenAI proxy): a power user's session or a scope_user_power_user token. */
 export function modelAliasRoutes(catalog: ModelCatalog): AnyRouteDef[] {
   return [
     defineRoute({

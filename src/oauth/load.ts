@@ -5,7 +5,7 @@ let loaded: Promise<OidcModule> | null = null;
 
 /**
  * Imports oidc-provider once. It prints a notice about Node.js versions other than 22+ at import
- * and while configuring; svc supports Node 20 on purpose (CONTRACT §1), so those lines go to our
+ * and while configuring; svc supports Node 20 on purpose (decisions: Shape), so those lines go to our
  * log at debug level instead of the user's terminal. Anything else it says is logged as a warning.
  */
 export function loadOidcProvider(logger: Logger): Promise<OidcModule> {

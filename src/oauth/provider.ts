@@ -62,7 +62,7 @@ const isAuthorizationServerPath = (path: string) =>
 
 /**
  * The embedded authorization server, built on its first request. oidc-provider is a large share of
- * the daemon's memory (issue 13), and a daemon whose apps hold valid tokens may go a long time
+ * the daemon's memory, and a daemon whose apps hold valid tokens may go a long time
  * without an OAuth request: Bearer checks need only the public keys, which are loaded apart.
  */
 export function lazyAuthorizationServer(deps: AppDeps, opts: AuthorizationServerOptions): AuthorizationServer {
@@ -87,7 +87,7 @@ export function lazyAuthorizationServer(deps: AppDeps, opts: AuthorizationServer
 }
 
 /**
- * The embedded authorization server (CONTRACT §7): oidc-provider at `<base>/oauth`, issuing
+ * The embedded authorization server (decisions: Tokens): oidc-provider at `<base>/oauth`, issuing
  * RFC 9068 JWT access tokens for the audience `<base>` and nothing but approved access-request
  * scopes. The user signs in with the svc session (single sign-on); the decision itself was made
  * on the review page, so there is no second consent screen.
@@ -247,7 +247,7 @@ export async function createAuthorizationServer(
       formats: {
         customizers: {
           // A standard client asks for a role, but the token must name the access request it stands
-          // on (CONTRACT §7): that scope is in the grant, set when the person approved.
+          // on (decisions: Tokens): that scope is in the grant, set when the person approved.
           async jwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }) {
             if (token.grantId) jwt.payload[GRANT_CLAIM] = grantClaim(token.grantId);
             const scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);

@@ -1,6 +1,6 @@
 /**
  * RFC 8707 resource indicators as svc understands them. A token is bound to one resource and used
- * only there (CONTRACT §7a):
+ * only there (decisions: Standard clients):
  * - `<base>`: every app endpoint (what svc's own flow has always issued);
  * - `<base>/v1`: the OpenAI-compatible endpoints;
  * - `<base>/svc/v1/apps/mcps/{id}/mcp`: that one MCP proxy URL, as MCP hosts ask for it.

@@ -96,13 +96,17 @@ export class ProvidersService {
     this.requirePowerUser(actor);
     const p = await this.get(name);
     let discovered: string[] | null = null;
+    const created: Record<string, number> = {};
     let error: string | null = null;
     try {
       const res = await callUpstream({ url: upstreamUrl(p.base_url, '/models'), method: 'GET', headers: { Accept: 'application/json', ...this.upstreamHeaders(p) }, timeoutMs: Math.min(p.timeout_ms, 15_000) });
       const body = await readBody(res.body, 8 * 1024 * 1024);
       if (res.statusCode !== 200) throw new Error(`GET /models answered ${res.statusCode}`);
-      const parsed = JSON.parse(body.toString('utf8')) as { data?: { id?: unknown }[] };
-      discovered = (parsed.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string' && id.length > 0 && id.length <= 200);
+      const parsed = JSON.parse(body.toString('utf8')) as { data?: { id?: unknown; created?: unknown }[] };
+      const models = (parsed.data ?? []).filter((m): m is { id: string; created?: unknown } => typeof m?.id === 'string' && m.id.length > 0 && m.id.length <= 200);
+      discovered = models.map((m) => m.id);
+      // what the provider says of when a model was made, for /v1/models (a whole number of seconds)
+      for (const m of models) if (Number.isSafeInteger(m.created) && (m.created as number) >= 0) created[m.id] = m.created as number;
     } catch (err) {
       error = err instanceof Error && /answered/.test(err.message) ? err.message : 'the provider could not be reached or did not answer a model list';
       this.logger.warn({ provider: name }, 'model discovery failed');
@@ -110,6 +114,7 @@ export class ProvidersService {
     const updated = await this.repos.providers.update(name, (rec) => {
       if (discovered) {
         rec.discovered_models = [...new Set(discovered)];
+        rec.discovered_created = created;
         rec.discovered_at = new Date(this.clock()).toISOString();
       }
       rec.discovery_error = error;

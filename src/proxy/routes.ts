@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AppError, invalidBody } from '../errors.js';
-import type { AppContext, AppDeps } from '../http/context.js';
+import type { Middleware } from 'koa';
+import type { AppContext, AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { parseOrThrow } from '../http/validate.js';
 import type { ModelCatalog, ResolvedModel } from '../models/catalog.js';
@@ -51,6 +52,23 @@ const passthrough = z.looseObject({}).describe('The upstream OpenAI-format respo
 const modelNotFound = (model: string) =>
   new AppError('model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
 const clientClosed = () => new AppError('client_closed', 'The client went away.');
+
+/**
+ * The last stop of the data plane: a /v1 path no route serves (moderations, images, audio, a
+ * stored response by id) is an OpenAI-shaped 404 that names it, so an app's client shows what is
+ * missing rather than a bare "Not found". A served path asked with another method is left to the
+ * router's 405.
+ */
+export function unservedEndpoint(served: (path: string) => boolean): Middleware<AppState> {
+  return function unservedEndpoint(ctx) {
+    if (served(ctx.path)) return;
+    const asked = `${ctx.method} ${ctx.path.slice(0, 200)}`;
+    throw new AppError(
+      'unsupported_endpoint',
+      `svc does not serve ${asked}. It proxies GET /v1/models, POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses (creating a response, not reading a stored one back).`,
+    );
+  };
+}
 
 type Endpoint = '/chat/completions' | '/embeddings' | '/completions' | '/responses';
 
@@ -117,7 +135,7 @@ function streamErrorEvent(endpoint: Endpoint, message: string, code: string): st
 }
 
 /**
- * The OpenAI-compatible endpoints (CONTRACT §8). Bodies are read raw and parsed once. A stream is
+ * The OpenAI-compatible endpoints (decisions: The OpenAI proxy). Bodies are read raw and parsed once. A stream is
  * passed on line by line as it arrives; any other answer is read whole (bounded) before the first
  * byte goes to the app, so an upstream that stalls or breaks off gives a 504/502, never silence
  * or a truncated 200. The provider's key is scrubbed from everything relayed (see scrub.ts).

@@ -47,6 +47,8 @@ export interface ProviderRecord {
   api_key: string | null;
   models: string[];
   discovered_models: string[];
+  /** `created` (Unix seconds) of the discovered models whose provider gave one; absent on older records */
+  discovered_created?: Record<string, number>;
   discovered_at: string | null;
   discovery_error: string | null;
   timeout_ms: number;

@@ -2,7 +2,7 @@ import type { AliasRecord, OAuthClientRecord, OAuthStateRecord, ProviderRecord, 
 import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from './schema.js';
 
 /**
- * The seam between svc's features and where their data lives (issue 12). Every feature reaches
+ * The seam between svc's features and where their data lives. Every feature reaches
  * its records through its own repository below, and nothing outside src/store sees how they are
  * stored. Three implementations exist: `storeRepositories` (store-repositories.ts) over the
  * journaled store, `memoryRepositories` (memory-repositories.ts), plain maps with nothing of the

@@ -47,7 +47,7 @@ export interface ApprovedMcpServer {
   instance_ids: string[];
 }
 
-/** How the client behind an authorization-endpoint request is known (CONTRACT §7a). */
+/** How the client behind an authorization-endpoint request is known (decisions: Standard clients). */
 export type OAuthClientKind = 'registered' | 'dynamic' | 'metadata_document';
 
 /** Set on a request made at the authorization endpoint by a standard OAuth client (an MCP host). */
@@ -91,7 +91,7 @@ export interface AccessRequestRecord {
   limits?: { requests_per_minute: number | null; tokens_per_day: number | null };
 }
 
-/** An API key (CONTRACT §7b): a Bearer credential standing on an approved access request. */
+/** An API key (decisions: API keys): a Bearer credential standing on an approved access request. */
 export interface ApiKeyRecord {
   id: string;
   name: string;

@@ -3,6 +3,7 @@ import { Header } from './components/Header.js';
 import { KeyHints } from './components/KeyHints.js';
 import { RequestDetail } from './components/RequestDetail.js';
 import { RequestList } from './components/RequestList.js';
+import { AppsView } from './components/AppsView.js';
 import { StatusLine } from './components/StatusLine.js';
 import { safe } from './format.js';
 import { detailSecondsLeft, useUIState } from './state.js';
@@ -22,15 +23,21 @@ export function App({ width, height, color, user }: AppProps) {
   const body = Math.max(3, height - 6);
   const who = user ? safe(user, 40) : '';
   const d = s.screen === 'detail' ? s.detail : null;
-  const title = d
-    ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
-    : 'svc review: pending access requests';
-  const aside = d ? who : [`${s.requests.length} pending`, who].filter(Boolean).join(' · ');
+  const apps = s.view === 'apps';
+  const title = apps
+    ? 'svc review: apps you let in'
+    : d
+      ? `svc review › ${d.data ? safe(d.data.app_name ?? d.data.app_client_id, 60) : 'loading'}`
+      : // `pending` is what people say; `draft` is the status the CLI and API show: named once, here
+      'svc review: pending (draft) access requests';
+  const aside = apps ? [`${s.apps.grants.length} active`, who].filter(Boolean).join(' · ') : d ? who : [`${s.requests.length} pending`, who].filter(Boolean).join(' · ');
   return (
     <Box flexDirection="column" width={width}>
       <Header title={title} aside={aside} width={width} color={color} />
       <Box flexDirection="column" height={body} overflow="hidden">
-        {d ? (
+        {apps ? (
+          <AppsView apps={s.apps} width={width} height={body} color={color} />
+        ) : d ? (
           <RequestDetail
             data={d.data}
             role={d.role}
@@ -48,7 +55,11 @@ export function App({ width, height, color, user }: AppProps) {
       <Box height={2} overflow="hidden" width={width}>
         <StatusLine notice={s.notice} pollError={s.pollError} busy={s.busy} color={color} />
       </Box>
-      <KeyHints screen={s.screen} color={color} decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0} />
+      <KeyHints
+        screen={apps ? (s.apps.edit ? 'limits' : s.apps.confirmRevoke ? 'confirm' : 'apps') : s.screen}
+        color={color}
+        decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0}
+      />
     </Box>
   );
 }

@@ -45,7 +45,7 @@ describe('the list', () => {
     client.add({ app_name: 'Notes App', expires_at: new Date(NOW + 125_000).toISOString() });
     const ui = mount(client, { tickMs: 1000 });
     await ui.see(/^› Notes App\s+scope_user_power_user\s+2\s+2:05$/m);
-    expect(ui.frame()).toMatch(/^svc review: pending access requests\s+1 pending · admin$/m);
+    expect(ui.frame()).toMatch(/^svc review: pending \(draft\) access requests\s+1 pending · admin$/m);
     ui.clock.advance(1000);
     await ui.see(/2:04$/m, 2500);
   });
@@ -347,7 +347,7 @@ describe('errors, colour and quitting', () => {
     const client = new FakeClient();
     client.listError = new AppError('login_required', 'Not logged in.');
     const ui = mount(client);
-    await ui.see('Run `svc login`');
+    await ui.see('Run `svc login` in another terminal');
   });
 
   it('NO_COLOR: not one SGR sequence in any frame; with colour there are', async () => {
@@ -445,5 +445,39 @@ describe('with the real client against a real daemon', () => {
     await ui.press('a');
     await ui.see('(already_processed)');
     await ui.see(/^Status\s+denied \(no longer pending\)$/m);
+  });
+
+  it('Tab opens the Apps view: the grants you let in with their live activity; l sets limits, r then y revokes, any other key keeps it', async () => {
+    const created = await api.post('/svc/v1/apps/request-access', createBody({ app_client_id: 'apps-view-app' }));
+    expect((await api.put(`/svc/v1/access-requests/${created.body.id}/approve`, { approved_role: 'scope_user_user' })).status).toBe(200);
+    const key = await api.post('/svc/v1/keys', { name: 'tui key', role: 'scope_user_user', mcp_servers: [], expires_in: null });
+    expect(key.status, key.text).toBe(201);
+    const bearer = { Authorization: `Bearer ${key.body.key}` };
+    expect((await new Api(daemon.url).get('/v1/models', bearer)).status).toBe(200);
+    const ui = mount(client, { clock: Date.now, pollMs: 100 });
+    await ui.press('\t');
+    await ui.see('svc review: apps you let in');
+    await ui.see('tui key');
+    // the key's grant is the newest: highlighted, with its activity
+    await ui.see(/models\s+200 ok/);
+    expect((await new Api(daemon.url).get('/v1/models/nope', bearer)).status).toBe(404);
+    await ui.see(/models\s+404 refused \(model_not_found\)/);
+
+    await ui.press('l', '3', '0', '\t', '9', '0', '0', KEY.enter);
+    await ui.see('Limits saved');
+    const grantId = key.body.access_request_id as string;
+    expect((await api.get(`/svc/v1/access-requests/${grantId}/review`)).body.limits).toEqual({ requests_per_minute: 30, tokens_per_day: 900 });
+    await ui.see('30/min, 900 tok/day');
+
+    await ui.press('r');
+    await ui.see('y revokes it now; any other key keeps it.');
+    await ui.press('n');
+    expect((await api.get(`/svc/v1/access-requests/${grantId}/review`)).body.status).toBe('approved');
+    await ui.press('r', 'y');
+    await ui.see('its tokens stop on their next call');
+    expect((await api.get(`/svc/v1/access-requests/${grantId}/review`)).body.status).toBe('revoked');
+    expect((await new Api(daemon.url).get('/v1/models', bearer)).status).toBe(401);
+    await ui.press('\t');
+    await ui.see('svc review: pending (draft) access requests');
   });
 });

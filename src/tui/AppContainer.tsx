@@ -3,6 +3,7 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import { createActions, UIActionsProvider } from './actions.js';
 import { App } from './App.js';
 import { type Action, initialState, reducer, type UIState, UIStateProvider } from './state.js';
+import { typeIntoLimit } from './apps-state.js';
 import type { ReviewClient } from './types.js';
 
 export interface ReviewAppProps {
@@ -10,7 +11,7 @@ export interface ReviewAppProps {
   /** false with NO_COLOR or when not a TTY: then no SGR attribute is written at all. */
   color: boolean;
   user?: string;
-  /** How often the pending list is polled (CONTRACT §10: a new request shows within 2 s). */
+  /** How often the pending list is polled (a new request shows within 2 s; decisions: Review surfaces). */
   pollMs?: number;
   /** How often the countdowns tick. */
   tickMs?: number;
@@ -60,7 +61,11 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
 
   useEffect(() => {
     void actions.refresh();
-    const poll = setInterval(() => void actions.refresh(), pollMs);
+    // the pending list always (a new request shows in either view); the Apps view while it is open
+    const poll = setInterval(() => {
+      void actions.refresh();
+      if (stateRef.current.view === 'apps') void actions.refreshApps();
+    }, pollMs);
     const tick = setInterval(() => actions.dispatch({ type: 'tick', now: clock() }), tickMs);
     return () => {
       clearInterval(poll);
@@ -69,8 +74,32 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [pollMs, tickMs]);
 
-  const onKey = (input: string, key: KeyPress) => {
+  /** The Apps view's keys; a prompt (revoke, limits) takes every key until it is answered. */
+  const onAppsKey = (input: string, key: KeyPress & { tab?: boolean; backspace?: boolean; delete?: boolean }) => {
+    const apps = stateRef.current.apps;
+    if (apps.confirmRevoke) {
+      if (input === 'y') return void actions.confirmRevoke();
+      return actions.dispatch({ type: 'apps/confirm-revoke', id: null });
+    }
+    if (apps.edit) {
+      if (key.escape) return actions.dispatch({ type: 'apps/edit', edit: null });
+      if (key.return) return void actions.saveLimits();
+      if (key.tab) return actions.dispatch({ type: 'apps/edit', edit: { ...apps.edit, field: apps.edit.field === 'rpm' ? 'tokens' : 'rpm' } });
+      return actions.dispatch({ type: 'apps/edit', edit: typeIntoLimit(apps.edit, input, Boolean(key.backspace || key.delete)) });
+    }
+    if (input === 'q') return actions.quit();
+    if (key.tab) return void actions.switchView();
+    if (key.upArrow || input === 'k') return actions.dispatch({ type: 'apps/move', delta: -1 });
+    if (key.downArrow || input === 'j') return actions.dispatch({ type: 'apps/move', delta: 1 });
+    if (input === 'r') return actions.askRevoke();
+    if (input === 'l') return actions.editLimits();
+    if (key.escape) return actions.dispatch({ type: 'notice', notice: null });
+  };
+
+  const onKey = (input: string, key: KeyPress & { tab?: boolean; backspace?: boolean; delete?: boolean }) => {
     const s = stateRef.current;
+    if (s.view === 'apps') return onAppsKey(input, key);
+    if (key.tab && s.screen === 'list') return void actions.switchView();
     if (input === 'q') return actions.quit();
     if (key.escape) return s.screen === 'detail' ? actions.back() : actions.dispatch({ type: 'notice', notice: null });
     if (key.upArrow || input === 'k') return actions.move(-1);

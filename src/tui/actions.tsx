@@ -1,6 +1,7 @@
 import { createContext, type Dispatch, type ReactNode, useContext } from 'react';
 import { describeError, safe } from './format.js';
 import type { Action, UIState } from './state.js';
+import { limitValue } from './apps-state.js';
 import type { ReviewClient } from './types.js';
 
 /** Everything a key can do. The container maps keys to these; they call the daemon through the client. */
@@ -16,6 +17,15 @@ export interface UIActions {
   approve(): Promise<void>;
   deny(): Promise<void>;
   quit(): void;
+  /** Tab: the pending requests, or the apps let in */
+  switchView(): Promise<void>;
+  /** one poll of the Apps view: the grants, and the highlighted one's activity */
+  refreshApps(): Promise<void>;
+  /** the Apps view's keys: r asks to revoke, y confirms; l edits the limits */
+  askRevoke(): void;
+  confirmRevoke(): Promise<void>;
+  editLimits(): void;
+  saveLimits(): Promise<void>;
 }
 
 export interface ActionDeps {
@@ -27,10 +37,12 @@ export interface ActionDeps {
   exit: () => void;
 }
 
-const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Run `svc login`, then start `svc review` again.' : '');
+// The client reads the CLI's saved login again on a 401, so a new `svc login` is picked up here.
+const hintFor = (err: unknown) => ((err as { code?: string })?.code === 'login_required' ? ' Run `svc login` in another terminal; this screen carries on with the new login.' : '');
 
 export function createActions({ client, dispatch, getState, clock, exit }: ActionDeps): UIActions {
   let polling = false;
+  let appsPolling = false;
   /** Open requests already re-read after leaving the draft list, so a poll re-reads each only once. */
   const reread = new Set<string>();
 
@@ -39,6 +51,21 @@ export function createActions({ client, dispatch, getState, clock, exit }: Actio
       dispatch({ type: 'detail-loaded', data: await client.review(id), at: clock(), keepSelection: true });
     } catch {
       /* the list still says it is gone; nothing more to show */
+    }
+  };
+
+  /** One poll of the Apps view: the grants, and the highlighted one's activity. */
+  const refreshApps = async () => {
+    if (!client.listGrants || appsPolling) return;
+    appsPolling = true;
+    try {
+      dispatch({ type: 'apps/loaded', grants: await client.listGrants() });
+      const highlighted = getState().apps.grants[getState().apps.cursor];
+      if (highlighted && client.activity) dispatch({ type: 'apps/activity', id: highlighted.id, events: await client.activity(highlighted.id) });
+    } catch (err) {
+      dispatch({ type: 'list-failed', message: describeError(err) + hintFor(err) });
+    } finally {
+      appsPolling = false;
     }
   };
 
@@ -133,6 +160,53 @@ export function createActions({ client, dispatch, getState, clock, exit }: Actio
 
     quit() {
       exit();
+    },
+
+    async switchView() {
+      dispatch({ type: 'switch-view' });
+      if (getState().view === 'apps') await refreshApps();
+    },
+
+    refreshApps,
+
+    askRevoke() {
+      const g = getState().apps.grants[getState().apps.cursor];
+      if (!g) return;
+      dispatch({ type: 'apps/confirm-revoke', id: g.id });
+    },
+
+    async confirmRevoke() {
+      const id = getState().apps.confirmRevoke;
+      if (!id || !client.revoke) return;
+      const g = getState().apps.grants.find((x) => x.id === id);
+      try {
+        await client.revoke(id);
+        dispatch({ type: 'apps/revoked', id });
+        dispatch({ type: 'notice', notice: { kind: 'info', text: `Revoked ${safe(g?.app_name ?? g?.app_client_id ?? id, 60)}: its tokens stop on their next call.` } });
+      } catch (err) {
+        dispatch({ type: 'apps/confirm-revoke', id: null });
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Not revoked: ${describeError(err)}${hintFor(err)}` } });
+      }
+    },
+
+    editLimits() {
+      const g = getState().apps.grants[getState().apps.cursor];
+      if (!g) return;
+      const l = g.limits ?? { requests_per_minute: null, tokens_per_day: null };
+      dispatch({ type: 'apps/edit', edit: { id: g.id, field: 'rpm', rpm: l.requests_per_minute ? String(l.requests_per_minute) : '', tokens: l.tokens_per_day ? String(l.tokens_per_day) : '' } });
+    },
+
+    async saveLimits() {
+      const edit = getState().apps.edit;
+      if (!edit || !client.setLimits) return;
+      try {
+        await client.setLimits(edit.id, { requests_per_minute: limitValue(edit.rpm), tokens_per_day: limitValue(edit.tokens) });
+        dispatch({ type: 'apps/edit', edit: null });
+        dispatch({ type: 'notice', notice: { kind: 'info', text: 'Limits saved; the next call is held to them.' } });
+        await refreshApps();
+      } catch (err) {
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Limits not saved: ${describeError(err)}${hintFor(err)}` } });
+      }
     },
   };
 }

@@ -1,5 +1,6 @@
 import { createContext, type ReactNode, useContext } from 'react';
 import { type AppRole, type PendingRequest, ROLES, ROLE_NAMES, type ReviewData } from './types.js';
+import { type AppsAction, appsReducer, type AppsState, initialApps } from './apps-state.js';
 
 export type Screen = 'list' | 'detail';
 
@@ -21,6 +22,9 @@ export interface DetailState {
 }
 
 export interface UIState {
+  /** Tab switches between the pending requests and the apps let in */
+  view: 'requests' | 'apps';
+  apps: AppsState;
   screen: Screen;
   requests: PendingRequest[];
   /** false until the first list answer (or failure) arrives */
@@ -46,9 +50,13 @@ export type Action =
   | { type: 'busy'; busy: boolean }
   | { type: 'decided'; id: string; text: string }
   | { type: 'notice'; notice: Notice | null }
-  | { type: 'tick'; now: number };
+  | { type: 'tick'; now: number }
+  | { type: 'switch-view' }
+  | AppsAction;
 
 export const initialState = (now: number): UIState => ({
+  view: 'requests',
+  apps: initialApps(),
   screen: 'list',
   requests: [],
   loaded: false,
@@ -85,7 +93,10 @@ export function detailSecondsLeft(detail: DetailState, now: number): number {
 const clamp = (n: number, max: number) => Math.max(0, Math.min(n, max));
 
 export function reducer(state: UIState, action: Action): UIState {
+  if (action.type.startsWith('apps/')) return { ...state, apps: appsReducer(state.apps, action as AppsAction) };
   switch (action.type) {
+    case 'switch-view':
+      return { ...state, view: state.view === 'requests' ? 'apps' : 'requests', notice: null, apps: { ...state.apps, confirmRevoke: null, edit: null } };
     case 'list-loaded': {
       // Keep the cursor on the same request when others come and go.
       const current = state.requests[state.cursor]?.id;
@@ -165,6 +176,8 @@ export function reducer(state: UIState, action: Action): UIState {
       return { ...state, notice: action.notice };
     case 'tick':
       return { ...state, now: action.now };
+    default:
+      return state;
   }
 }
 

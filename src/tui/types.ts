@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { accessRequestSummary, approveBody, approveResponse, denyResponse, reviewResponse } from '../access-requests/schemas.js';
+import type { activityEvent, grantLimits } from '../activity/schemas.js';
 import { APP_ROLE_NAMES } from '../auth/roles.js';
 import { type AppRole, appRoles } from '../store/schema.js';
 
@@ -11,18 +12,27 @@ export type ApproveRequest = z.input<typeof approveBody>;
 /** An approval's answer; a sign-in approved without the instances it was for is a denial. */
 export type ApproveResult = z.infer<typeof approveResponse> | z.infer<typeof denyResponse>;
 export type DenyResult = z.infer<typeof denyResponse>;
+/** One active grant, as `GET /svc/v1/access-requests?status=approved` answers it (with usage and limits). */
+export type GrantSummary = z.infer<typeof accessRequestSummary>;
+export type ActivityEvent = z.infer<typeof activityEvent>;
+export type GrantLimits = z.input<typeof grantLimits>;
 export type { AppRole };
 
 /**
  * What the terminal UI needs from the daemon. The CLI passes one backed by DaemonClient (the
  * CLI's session over HTTP); tests pass that too, or a fake. Failures are thrown as errors with a
- * `message` and, for daemon answers, the `code` and `status` of CONTRACT §5 (AppError).
+ * `message` and, for daemon answers, the `code` and `status` of the error shape (AppError; decisions: Errors).
  */
 export interface ReviewClient {
   listPending(): Promise<PendingRequest[]>;
   review(id: string): Promise<ReviewData>;
   approve(id: string, body: ApproveRequest): Promise<ApproveResult>;
   deny(id: string): Promise<DenyResult>;
+  /** The Apps view (Tab): the reviewer's active grants, one's activity, revoke and limits. */
+  listGrants?(): Promise<GrantSummary[]>;
+  activity?(grantId: string): Promise<ActivityEvent[]>;
+  revoke?(id: string): Promise<void>;
+  setLimits?(id: string, limits: GrantLimits): Promise<void>;
 }
 
 /** Lowest first: `r` cycles through these up to max_grantable_role. */

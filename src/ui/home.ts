@@ -18,7 +18,7 @@ export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: A
     sendPage(ctx, 200, 'svc', () => html`<div class="card">
 <h1>svc</h1>
 <p>Signed in as <strong>${user.username}</strong> (${USER_ROLE_NAMES[user.role]}). <a href="/ui/logout">Log out</a></p>
-<h2>Waiting for you</h2>
+<h2>Waiting for you: pending (draft) requests</h2>
 ${drafts.length === 0
   ? html`<p class="muted">No access requests are waiting.</p>`
   : html`<ul>${drafts.map((r) => html`<li><a href="/ui/apps/access-requests/review?id=${encodeURIComponent(r.id)}"><code>${r.app_client_id}</code></a> asks for ${APP_ROLE_NAMES[r.requested_role]}</li>`)}</ul>`}

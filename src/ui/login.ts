@@ -2,6 +2,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import type { LoginService } from '../auth/login.js';
+import type { LoginLinks } from '../auth/login-links.js';
 import { endSession, sessionUser, startSession } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
@@ -57,8 +58,8 @@ function loginCsrf(ctx: AppContext, secure: boolean): string {
 
 const sameToken = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
-/** The browser login form of CONTRACT §4; it signs in with the same LoginService as the API. */
-export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: LoginService, sameOrigin: Middleware<AppState>): void {
+/** The browser login form (decisions: Users and sessions); it signs in with the same LoginService as the API. */
+export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: LoginService, sameOrigin: Middleware<AppState>, links: LoginLinks): void {
   const secure = () => deps.baseUrl().startsWith('https:');
 
   router.get('/ui/login', async function showLogin(ctx) {
@@ -101,6 +102,25 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
       const waitText = wait >= 120 ? `${Math.ceil(wait / 60)} minutes` : `${wait} second${wait === 1 ? '' : 's'}`;
       renderLogin(ctx, next, csrf, err.status === 429 ? `Too many failed attempts; try again in ${waitText}.` : 'Wrong username or password.', err.status);
     }
+  });
+
+  // `svc open`: a link the CLI made signs this browser in once, then the home page
+  router.get('/ui/login-link', async function redeemLoginLink(ctx) {
+    const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
+    const userId = links.redeem(token);
+    const user = userId ? await deps.repos.users.get(userId) : undefined;
+    if (!user) {
+      sendPage(ctx, 400, 'Link used or expired', () => html`<div class="card">
+<h1>This sign-in link no longer works</h1>
+<p>A link from <code>svc open</code> works once, within a minute. Run <code>svc open</code> again, or <a href="/ui/login">log in</a>.</p>
+</div>`);
+      return;
+    }
+    await startSession(ctx, user);
+    deps.logger.info({ user: user.id }, 'login (one-time link)');
+    ctx.status = 303;
+    ctx.redirect(DEFAULT_NEXT);
+    ctx.status = 303;
   });
 
   router.get('/ui/logout', async function logoutUi(ctx) {

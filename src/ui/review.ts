@@ -16,7 +16,7 @@ import { html, SafeHtml } from './html.js';
 import { sendPage } from './login.js';
 
 /**
- * The browser review surface of CONTRACT §10: `GET /ui/apps/access-requests/review?id=` and its
+ * The browser review surface (decisions: Review surfaces): `GET /ui/apps/access-requests/review?id=` and its
  * two form posts. It reads the same review data as `GET /svc/v1/access-requests/{id}/review` and
  * decides through the same AccessRequestsService as the JSON API, so a decision made here shows in
  * `svc requests` and `svc review` at once, and the other way round.
@@ -50,6 +50,19 @@ export function sameToken(given: unknown, expected: string | undefined): boolean
 function strings(value: unknown): string[] {
   const list = Array.isArray(value) ? value : value === undefined ? [] : [value];
   return list.filter((v): v is string => typeof v === 'string' && v.length > 0 && v.length <= 100).slice(0, 100);
+}
+
+/** The limit fields of the approve form: empty is no limit; anything else must pass the API's own check. */
+function limitsOfForm(form: Form): { limits?: Record<string, unknown> } {
+  const field = (name: string) => {
+    const v = form[name];
+    if (typeof v !== 'string' || v.trim() === '') return undefined;
+    return /^\d+$/.test(v.trim()) ? Number(v.trim()) : v;
+  };
+  const rpm = field('limit_rpm');
+  const tokens = field('limit_tokens');
+  if (rpm === undefined && tokens === undefined) return {};
+  return { limits: { ...(rpm !== undefined ? { requests_per_minute: rpm } : {}), ...(tokens !== undefined ? { tokens_per_day: tokens } : {}) } };
 }
 
 export const formOf = (ctx: AppContext): Form => {
@@ -226,6 +239,11 @@ ${server.instances.length === 0
     )}</div>`}
 </div>`;
 })}`}
+</fieldset>
+<fieldset><legend>Limits</legend>
+<p class="hint">Optional. Beyond a limit the app's calls are refused until it passes; you can change them later on <a href="/ui/apps">your apps</a>.</p>
+<label for="limit-rpm">Calls a minute</label><input type="text" inputmode="numeric" id="limit-rpm" name="limit_rpm" placeholder="no limit">
+<label for="limit-tokens">Tokens a day</label><input type="text" inputmode="numeric" id="limit-tokens" name="limit_tokens" placeholder="no limit">
 </fieldset>
 <p class="then">${view.redirect_origin
       ? html`When you decide, you go back to <code>${view.redirect_origin}</code>, which is told the answer.`
@@ -480,6 +498,7 @@ export function mountReviewUi(
       async (user, record, form) => {
         const parsed = approveBody.safeParse({
           approved_role: form.approved_role,
+          ...limitsOfForm(form),
           approved: {
             version: '1',
             mcp_servers: record.requested.mcp_servers
@@ -488,7 +507,15 @@ export function mountReviewUi(
           },
         });
         if (!parsed.success) {
-          throw new AppError('invalid_body', typeof form.approved_role === 'string' ? 'That choice could not be read; check it and try again.' : 'Choose a role to approve.');
+          const limitsWrong = parsed.error.issues.some((i) => i.path[0] === 'limits');
+          throw new AppError(
+            'invalid_body',
+            limitsWrong
+              ? 'A limit must be a whole number above 0, or left empty for none.'
+              : typeof form.approved_role === 'string'
+                ? 'That choice could not be read; check it and try again.'
+                : 'Choose a role to approve.',
+          );
         }
         const approved = await requests.approve(user, record.id, parsed.data);
         deps.logger.info({ accessRequest: approved.id, user: user.id, role: approved.approved_role }, 'access request approved (browser)');

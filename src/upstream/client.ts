@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Pool } from 'undici';
+import { Client, Pool } from 'undici';
 import { AppError } from '../errors.js';
 
 /**
@@ -9,14 +9,33 @@ import { AppError } from '../errors.js';
  * rather than node:http because it costs far less CPU per request, which is most of what a proxy
  * adds; a Pool per origin rather than an Agent because the Agent's per-call lookup shows up too.
  */
+/** Connections per origin for calls (chats, tool calls): beyond, a call waits its turn, within its timeout. */
+const CALL_CONNECTIONS = 256;
 const pools = new Map<string, Pool>();
 function poolFor(origin: string): Pool {
   let pool = pools.get(origin);
   if (!pool) {
-    pool = new Pool(origin, { keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000, connections: 256, pipelining: 1 });
+    pool = new Pool(origin, { keepAliveTimeout: 10_000, keepAliveMaxTimeout: 60_000, connections: CALL_CONNECTIONS, pipelining: 1 });
     pools.set(origin, pool);
   }
   return pool;
+}
+
+/**
+ * Long-lived streams (an MCP host's GET stream, open all day) get a connection of their own each,
+ * outside the pools: a stream holds its connection for good, and in a shared fixed pool the 257th
+ * would wait behind streams that never end, and chats behind them. The connection is destroyed
+ * with the stream (a pool would keep it, reading on to reuse it). What bounds streams is the
+ * daemon's cap on open streams (OpenStreams), refused at once beyond it.
+ */
+function streamConnection(origin: string): Client {
+  return new Client(origin, { keepAliveTimeout: 1, pipelining: 1 });
+}
+
+/** Every connection of the call pool of `origin` busy and calls waiting: the upstream is saturated. */
+function saturated(origin: string): boolean {
+  const stats = pools.get(origin)?.stats;
+  return stats !== undefined && stats.pending > 0 && stats.running >= CALL_CONNECTIONS;
 }
 
 // These say which upstream failed (never its URL or credentials), so they are shown to the app.
@@ -39,6 +58,8 @@ export interface UpstreamRequest {
   signal?: AbortSignal | ClientGone;
   /** names the upstream in error messages, e.g. "provider local" (never its URL) */
   name?: string;
+  /** a stream with no end of its own (the MCP GET stream): its own pool, see streamPools */
+  stream?: boolean;
 }
 
 export interface UpstreamResponse {
@@ -74,24 +95,47 @@ export function abortUpstream(signal: ClientGone): void {
  * credentials: 504 when it stalls, 502 when it cannot be reached.
  */
 export async function callUpstream(req: UpstreamRequest): Promise<UpstreamResponse> {
+  // undici's headers timeout starts once the request is on a connection, so a call waiting for a
+  // free one would wait without end: the whole wait for headers, queue included, is bounded here.
+  const deadline: ClientGone = new EventEmitter();
+  // The caller's signal (the app went away) aborts the call for its whole life, body included.
+  const onGone = () => abortUpstream(deadline);
+  const signal = req.signal;
+  if (signal && 'addEventListener' in signal) signal.addEventListener('abort', onGone, { once: true });
+  else signal?.once('abort', onGone);
+  if (signal?.aborted) onGone();
+  let waitedOut = false;
+  const timer = setTimeout(() => {
+    waitedOut = true;
+    abortUpstream(deadline);
+  }, req.timeoutMs);
+  const own = req.stream ? streamConnection(req.url.origin) : null;
   try {
-    const res = await poolFor(req.url.origin).request({
+    const res = await (own ?? poolFor(req.url.origin)).request({
       path: `${req.url.pathname}${req.url.search}`,
       method: req.method,
       headers: req.headers,
       body: req.body,
-      signal: req.signal,
+      signal: deadline,
       headersTimeout: req.timeoutMs,
       bodyTimeout: req.bodyTimeoutMs ?? req.timeoutMs,
     });
+    if (own) res.body.once('close', () => void own.destroy().catch(() => undefined));
     return { statusCode: res.statusCode, headers: res.headers, body: res.body };
   } catch (err) {
+    void own?.destroy().catch(() => undefined);
     if (req.signal?.aborted) throw clientClosed();
+    if (waitedOut && !req.stream && saturated(req.url.origin)) {
+      throw new AppError('upstream_busy', `Every connection to upstream ${req.name ?? 'server'} stayed busy for ${req.timeoutMs} ms; try again shortly.`, { headers: { 'Retry-After': '1' }, expose: true });
+    }
+    if (waitedOut) throw upstreamTimeout(req.name ? `Upstream ${req.name} did not answer within ${req.timeoutMs} ms.` : undefined);
     const code = (err as { code?: string }).code;
     if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
       throw upstreamTimeout(req.name ? `Upstream ${req.name} did not answer within ${req.timeoutMs} ms.` : undefined);
     }
     throw upstreamUnavailable(req.name ? `Upstream ${req.name} could not be reached.` : undefined);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

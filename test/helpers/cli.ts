@@ -72,14 +72,16 @@ export async function runSvc(args: string[], opts: { env: Record<string, string>
  * than a process per command; the end-to-end spawns (runSvc) stay where the process itself is
  * under test (signals, exit codes of the binary, the man page's program).
  */
-export async function runSvcInProcess(args: string[], opts: { env: Record<string, string>; input?: string }): Promise<CliResult> {
+export async function runSvcInProcess(args: string[], opts: { env: Record<string, string>; input?: string; tty?: { columns: number } }): Promise<CliResult> {
   const { main } = await import('../../src/cli/main.js');
   let stdout = '';
   let stderr = '';
   const exitCode = await main(['node', 'svc', ...args], {
     out: (t) => void (stdout += t),
     err: (t) => void (stderr += t),
-    isTTY: false,
+    // a terminal of that width, as a person sees the output (tables, short ids, relative times)
+    isTTY: Boolean(opts.tty),
+    columns: opts.tty?.columns,
     env: opts.env,
     stdin: async () => opts.input ?? '',
   });

@@ -48,8 +48,9 @@ export function registerActivity(program: Command, o: Output): void {
     .option('--json', 'machine-readable output (with --follow: one JSON object a line)')
     .option('--follow', 'keep printing new events as they happen (Ctrl-C stops)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc activity
   $ svc activity --request 3f2c9a --since 1h
   $ svc activity --follow

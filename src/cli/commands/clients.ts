@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import { resolveId } from '../ids.js';
+import { resolve } from '../ids.js';
 import { DaemonClient } from '../client.js';
-import { type Output, printJson, printRows } from '../output.js';
+import { type Output, printFields, printJson, printRows, when } from '../output.js';
 import type { z } from 'zod';
 import type { oauthClient } from '../../oauth/clients.js';
 
@@ -15,8 +15,9 @@ export function registerClients(program: Command, o: Output): void {
     .command('clients')
     .description("Manage the embedded authorization server's OAuth clients (admin)")
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc clients add "Notes App" --redirect-uri http://127.0.0.1:5173/callback --description "Takes notes"
   $ svc clients add "CLI tool" --redirect-uri http://127.0.0.1:8976/cb --public
   $ svc clients list --json
@@ -39,12 +40,16 @@ export function registerClients(program: Command, o: Output): void {
         ...(opts.description ? { description: opts.description } : {}),
         public: Boolean(opts.public),
       });
-      if (opts.json) return printJson(o, body);
-      o.out(`client_id\t${body.client.client_id}\n`);
-      if (body.client_secret) {
-        o.out(`client_secret\t${body.client_secret}\n`);
-        o.err('The secret is shown only now; keep it with the app.\n');
+      // One flat object, as `svc keys create --json` answers: the record, and its secret once.
+      if (opts.json) return printJson(o, { ...body.client, ...(body.client_secret ? { client_secret: body.client_secret } : {}) });
+      if (!o.isTTY) {
+        // `ID=$(svc clients add ...)`: stdout is the client id alone; the secret still reaches the person, once
+        o.out(`${body.client.client_id}\n`);
+        if (body.client_secret) o.err(`client_secret: ${body.client_secret}\nThe secret is shown only now; keep it with the app (--json gives both to a script).\n`);
+        return;
       }
+      printFields(o, [['client_id', body.client.client_id], ...(body.client_secret ? ([['client_secret', body.client_secret]] as [string, unknown][]) : [])]);
+      if (body.client_secret) o.err('The secret is shown only now; keep it with the app.\n');
     });
 
   clients
@@ -55,10 +60,10 @@ export function registerClients(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Client[] }>('GET', '/admin/v1/clients');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'client id', value: (c) => c.client_id },
+        { header: 'client id', value: (c) => c.client_id, copy: true },
         { header: 'name', value: (c) => c.name },
         { header: 'type', value: (c) => (c.public ? 'public' : 'confidential') },
-        { header: 'registered', value: (c) => (c.kind === 'dynamic' ? `by itself, used ${c.last_used_at?.slice(0, 10) ?? 'never'}` : 'by admin') },
+        { header: 'registered', value: (c) => (c.kind === 'dynamic' ? `by itself, used ${c.last_used_at ? when(o, c.last_used_at) : 'never'}` : 'by admin') },
         { header: 'redirect uris', value: (c) => c.redirect_uris.join(' ') },
       ]);
     });
@@ -68,8 +73,7 @@ export function registerClients(program: Command, o: Output): void {
     .description("Remove a client; its grants are revoked and its pending requests fail")
     .action(async (typed: string, _opts, cmd: Command) => {
       const client = await connect(cmd);
-      const { body } = await client.request<{ data: Client[] }>('GET', '/admin/v1/clients');
-      const clientId = resolveId(typed, body.data.map((c) => c.client_id), 'client');
+      const clientId = await resolve(client, 'client', typed);
       await client.request('DELETE', `/admin/v1/clients/${encodeURIComponent(clientId)}`);
       o.err(`Removed ${clientId}.\n`);
     });

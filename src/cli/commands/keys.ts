@@ -1,6 +1,7 @@
 import { type Command, Option } from 'commander';
 import { DaemonClient, usage } from '../client.js';
-import { type Output, printJson, printRows } from '../output.js';
+import { resolve, resolveMcpSelections } from '../ids.js';
+import { type Output, printJson, printRows, when } from '../output.js';
 import { parseMcpSelections } from './requests.js';
 import type { z } from 'zod';
 import type { apiKeyView } from '../../keys/schemas.js';
@@ -24,8 +25,9 @@ export function registerKeys(program: Command, o: Output): void {
     .command('keys')
     .description('API keys for apps that only take a key (Open WebUI, Continue, the openai client): each is a grant you approve yourself')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc keys create "Open WebUI"                      # prints the key once: paste it into the app
   $ svc keys create notes --mcp http://127.0.0.1:3001/mcp=9b1e... --expires 30d
   $ svc keys create scripts --role scope_user_power_user --json
@@ -44,13 +46,14 @@ export function registerKeys(program: Command, o: Output): void {
     .option('--json', 'machine-readable output (includes the key)')
     .action(async (name: string, opts: { role: string; mcp: string[]; expires?: string; json?: boolean }, cmd: Command) => {
       const expires_in = opts.expires === undefined ? null : parseDuration(opts.expires);
-      const mcp_servers = parseMcpSelections(opts.mcp);
-      const { body } = await (await connect(cmd)).request<ApiKey & { key: string }>('POST', '/svc/v1/keys', { name, role: opts.role, mcp_servers, expires_in });
+      const client = await connect(cmd);
+      const mcp_servers = await resolveMcpSelections(client, parseMcpSelections(opts.mcp));
+      const { body } = await client.request<ApiKey & { key: string }>('POST', '/svc/v1/keys', { name, role: opts.role, mcp_servers, expires_in });
       if (opts.json) return printJson(o, body);
       o.out(`${body.key}\n`);
       o.err(
         `Created API key ${body.id} (${body.role}${body.expires_at ? `, expires ${body.expires_at}` : ', no expiry'}; access request ${body.access_request_id}).\n` +
-          'The key is shown only now. Use it as the API key with base URL <daemon>/v1; `svc keys revoke ID` ends it.\n',
+          `The key is shown only now. Use it as the API key with base URL ${client.info?.base_url ?? client.url}/v1; \`svc keys revoke ID\` ends it.\n`,
       );
     });
 
@@ -62,14 +65,14 @@ export function registerKeys(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: ApiKey[] }>('GET', '/svc/v1/keys');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (k) => k.id },
+        { header: 'id', value: (k) => k.id, copy: true },
         { header: 'name', value: (k) => k.name },
         { header: 'status', value: (k) => k.status },
         { header: 'role', value: (k) => k.role },
         { header: 'mcp instances', value: (k) => k.mcp_servers.reduce((n, s) => n + s.instance_ids.length, 0) },
-        { header: 'access request', value: (k) => k.access_request_id },
-        { header: 'created', value: (k) => k.created_at },
-        { header: 'expires', value: (k) => k.expires_at ?? 'never' },
+        { header: 'access request', value: (k) => k.access_request_id, copy: true },
+        { header: 'created', value: (k) => when(o, k.created_at) },
+        { header: 'expires', value: (k) => (k.expires_at ? when(o, k.expires_at) : 'never') },
       ]);
     });
 
@@ -77,8 +80,10 @@ export function registerKeys(program: Command, o: Output): void {
     .command('revoke <id>')
     .description('Revoke a key (and its access request); it fails on its next call')
     .option('--json', 'machine-readable output')
-    .action(async (id: string, opts: { json?: boolean }, cmd: Command) => {
-      const { body } = await (await connect(cmd)).request<{ id: string; access_request_id: string }>('POST', `/svc/v1/keys/${encodeURIComponent(id)}/revoke`);
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await resolve(client, 'key', typed);
+      const { body } = await client.request<{ id: string; access_request_id: string }>('POST', `/svc/v1/keys/${encodeURIComponent(id)}/revoke`);
       if (opts.json) return printJson(o, body);
       o.err(`Revoked API key ${body.id} (access request ${body.access_request_id}).\n`);
     });

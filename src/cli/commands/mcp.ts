@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { resolveId, shortId } from '../ids.js';
+import { resolve, shortId } from '../ids.js';
 import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
@@ -23,8 +23,9 @@ export function registerMcp(program: Command, o: Output): void {
     .command('mcp')
     .description('Your MCP server instances, which you can grant to apps')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp --header "Authorization: Bearer $TOKEN"
   $ svc mcp add --name search --url http://127.0.0.1:3002/mcp --allow-tools search,fetch
   $ svc mcp list --json
@@ -38,8 +39,7 @@ export function registerMcp(program: Command, o: Output): void {
   /** A connection and the full id of one of your instances, from the id or a unique prefix. */
   const target = async (cmd: Command, typed: string) => {
     const client = await connect(cmd);
-    const { body } = await client.request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
-    return { client, id: resolveId(typed, body.data.map((m) => m.id), 'instance') };
+    return { client, id: await resolve(client, 'instance', typed) };
   };
   const enc = encodeURIComponent;
 
@@ -74,10 +74,11 @@ export function registerMcp(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (m) => (o.isTTY ? shortId(m.id) : m.id) },
+        // the id and both URLs go into other commands and MCP hosts: never cut
+        { header: 'id', value: (m) => (o.isTTY ? shortId(m.id) : m.id), copy: true },
         { header: 'name', value: (m) => m.name },
-        { header: 'url', value: (m) => m.url },
-        { header: 'proxy url', value: (m) => m.proxy_url },
+        { header: 'url', value: (m) => m.url, copy: true },
+        { header: 'proxy url', value: (m) => m.proxy_url, copy: true },
         { header: 'enabled', value: (m) => (m.enabled ? 'yes' : 'no') },
         { header: 'tools', value: (m) => (m.allow_tools ? m.allow_tools.join(',') : 'all') },
         { header: 'headers', value: (m) => m.header_names.join(',') },

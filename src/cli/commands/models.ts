@@ -29,8 +29,9 @@ export function registerModels(program: Command, o: Output): void {
     .command('models')
     .description('Model aliases and model file downloads (power user and above)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc models alias fast --provider ollama --model llama3.2:3b --default temperature=0.2
   $ svc models list
   $ svc models remove fast

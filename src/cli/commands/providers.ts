@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { DaemonClient, usage } from '../client.js';
+import { CliError } from '../errors.js';
 import { type Output, printJson, printRows } from '../output.js';
 import { secretFromStdin } from '../prompt.js';
 import type { z } from 'zod';
@@ -13,8 +14,9 @@ export function registerProviders(program: Command, o: Output): void {
     .command('providers')
     .description('Upstream OpenAI-compatible model servers (power user and above)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc providers add ollama --base-url http://127.0.0.1:11434/v1
   $ printf %s "$OPENAI_API_KEY" | svc providers add openai --base-url https://api.openai.com/v1 --api-key-stdin --models gpt-4o-mini
   $ svc providers list
@@ -57,8 +59,8 @@ export function registerProviders(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: Provider[] }>('GET', '/svc/v1/providers');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'name', value: (p) => p.name },
-        { header: 'base url', value: (p) => p.base_url },
+        { header: 'name', value: (p) => p.name, copy: true },
+        { header: 'base url', value: (p) => p.base_url, copy: true },
         { header: 'key', value: (p) => (p.has_api_key ? 'yes' : 'no') },
         { header: 'models', value: (p) => [...new Set([...p.models, ...p.discovered_models])].join(',') },
         { header: 'discovery', value: (p) => p.discovery_error ?? 'ok' },
@@ -68,9 +70,15 @@ export function registerProviders(program: Command, o: Output): void {
   providers
     .command('refresh <name>')
     .description("Ask the provider for its models again")
-    .action(async (name: string, _opts, cmd: Command) => {
+    .option('--json', 'machine-readable output (the provider, discovery_error included)')
+    .action(async (name: string, opts: { json?: boolean }, cmd: Command) => {
       const { body } = await (await connect(cmd)).request<{ provider: Provider }>('POST', `/svc/v1/providers/${encodeURIComponent(name)}/refresh`);
-      o.err(`${name}: ${body.provider.discovered_models.length} models${body.provider.discovery_error ? ` (discovery failed: ${body.provider.discovery_error})` : ''}.\n`);
+      const p = body.provider;
+      if (opts.json) printJson(o, p);
+      // The daemon keeps the provider and its last good list, but the refresh itself failed: a
+      // script must be able to tell (adding an offline provider is fine; refreshing one is not).
+      if (p.discovery_error) throw new CliError(`${name}: discovery failed: ${p.discovery_error} (it still offers ${p.discovered_models.length} models from the last good refresh).`);
+      if (!opts.json) o.err(`${name}: ${p.discovered_models.length} models.\n`);
     });
 
   providers

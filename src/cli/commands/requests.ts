@@ -4,8 +4,8 @@ import { APP_ROLE_NAMES } from '../../auth/roles.js';
 import { type AppRole, accessRequestStatuses } from '../../store/vocabulary.js';
 import { DaemonClient, usage } from '../client.js';
 import { CliError } from '../errors.js';
-import { resolveId, shortId } from '../ids.js';
-import { type Output, printFields, printJson, printRows } from '../output.js';
+import { resolve, resolveMcpSelections, shortId } from '../ids.js';
+import { type Output, printFields, printJson, printRows, when } from '../output.js';
 import type { z } from 'zod';
 import type { accessRequestSummary, reviewResponse } from '../../access-requests/schemas.js';
 
@@ -51,6 +51,8 @@ function limitsFrom(opts: { rpm?: string; tokensPerDay?: string }, allowNone: bo
 
 const describeLimits = (l: Limits) =>
   `${l.requests_per_minute === null ? 'no limit on calls a minute' : `${l.requests_per_minute} calls a minute`}; ${l.tokens_per_day === null ? 'no limit on tokens a day' : `${l.tokens_per_day} tokens a day`}`;
+/** How a terminal flags an app whose name svc does not vouch for, by how svc knows it. */
+const UNVOUCHED: Record<string, string> = { dynamic: ' (registered itself)', metadata_document: ' (metadata document)' };
 
 const roleName = (role: string) => APP_ROLE_NAMES[role as AppRole] ?? role;
 
@@ -61,8 +63,9 @@ export function registerRequests(program: Command, o: Output): void {
     .command('requests')
     .description('Review access requests from scripts (the same API as the browser page and `svc review`)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc requests list --status draft
   $ svc requests show 3f2c...
   $ svc requests approve 3f2c... --role scope_user_user --mcp https://mcp.example.test/mcp=9b1e...
@@ -74,31 +77,29 @@ export function registerRequests(program: Command, o: Output): void {
   const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
   const enc = encodeURIComponent;
   /** The full id of a request from a unique prefix (6+ characters), among the requests you may see. */
-  const requestId = async (client: DaemonClient, typed: string) => {
-    if (/^[0-9a-f-]{36}$/i.test(typed)) return typed;
-    const { body } = await client.request<{ data: Summary[] }>('GET', '/svc/v1/access-requests');
-    return resolveId(typed, body.data.map((r) => r.id), 'request');
-  };
+  const requestId = (client: DaemonClient, typed: string) => resolve(client, 'request', typed);
 
   requests
     .command('list')
     .description('Requests you may see: every draft, and those you decided')
-    .addOption(new Option('--status <status>', 'only this status').choices([...accessRequestStatuses]))
+    .addOption(new Option('--status <status>', 'only this status (pending is draft, as the review page and `svc review` say)').choices([...accessRequestStatuses, 'pending']))
     .option('--json', 'machine-readable output')
     .action(async (opts: { status?: string; json?: boolean }, cmd: Command) => {
-      const q = opts.status ? `?status=${enc(opts.status)}` : '';
+      // Said here too, so that a daemon that predates the word answers the same.
+      const status = opts.status === 'pending' ? 'draft' : opts.status;
+      const q = status ? `?status=${enc(status)}` : '';
       const { body } = await (await connect(cmd)).request<{ data: Summary[] }>('GET', `/svc/v1/access-requests${q}`);
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (r) => (o.isTTY ? shortId(r.id) : r.id) },
+        { header: 'id', value: (r) => (o.isTTY ? shortId(r.id) : r.id), copy: true },
         { header: 'status', value: (r) => r.status },
         // on a terminal, flag apps whose name svc does not vouch for (piped rows keep their shape)
-        { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? (r.client_kind === 'dynamic' ? ' (registered itself)' : ' (unregistered)') : ''}` },
+        { header: 'app', value: (r) => `${r.app_name ?? r.app_client_id}${o.isTTY && r.app_registered === false ? (UNVOUCHED[r.client_kind ?? ''] ?? ' (unregistered)') : ''}` },
         // people read role names on a terminal; scripts get the wire values
         { header: 'requested', value: (r) => (o.isTTY ? roleName(r.requested_role) : r.requested_role) },
         { header: 'approved', value: (r) => (r.approved_role ? (o.isTTY ? roleName(r.approved_role) : r.approved_role) : '') },
         { header: 'mcp servers', value: (r) => r.requested.mcp_servers.length },
-        { header: 'created', value: (r) => r.created_at },
+        { header: 'created', value: (r) => when(o, r.created_at) },
       ]);
     });
 
@@ -111,19 +112,29 @@ export function registerRequests(program: Command, o: Output): void {
       const id = await requestId(client, typed);
       const { body: r } = await client.request<Review>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
       if (opts.json) return printJson(o, r);
+      const field = (cond: unknown, key: string, value: unknown): [string, unknown][] => (cond ? [[key, value]] : []);
+      const draft = r.status === 'draft';
+      // Only what applies to the status: where the person will be sent, the time left and what
+      // they may grant matter while it waits; a grant has no expiry, a decision has its time.
       printFields(o, [
         ['id', r.id],
         ['app', r.app_name ? `${r.app_name} (${r.app_client_id})` : r.app_client_id],
-        ...(r.app_description ? ([['description', r.app_description]] as [string, unknown][]) : []),
-        ...(r.client_kind ? ([['client', CLIENT_KIND_BADGES[r.client_kind].toLowerCase()]] as [string, unknown][]) : []),
-        ...(r.app_registered === false ? ([['registered', unverifiedReason(r.client_kind)]] as [string, unknown][]) : []),
+        ...field(r.app_description, 'description', r.app_description),
+        ...field(r.client_kind, 'client', r.client_kind && CLIENT_KIND_BADGES[r.client_kind].toLowerCase()),
+        ...field(r.app_registered === false, 'registered', unverifiedReason(r.client_kind)),
         ['status', r.replaced_by ? `${r.status} (replaced by ${shortId(r.replaced_by)}, a later sign-in of the same app)` : r.status],
         ['flow', r.flow_type],
-        ...(r.redirect_url ? ([['redirects to', r.redirect_url]] as [string, unknown][]) : []),
+        // A sign-in at the authorization endpoint goes back through svc's own pages: where the
+        // app gets its answer is the origin of its redirect URI, not svc's internal resume URL.
+        ...(r.redirect_origin ? field(draft, 'signs in from', r.redirect_origin) : field(draft && r.redirect_url, 'redirects to', r.redirect_url)),
         ['requested role', role(r.requested_role)],
-        ['you may grant', role(r.max_grantable_role)],
-        ...(r.approved_role ? ([['approved role', role(r.approved_role)]] as [string, unknown][]) : []),
-        ['expires', r.status === 'draft' ? `${r.expires_at} (in ${remaining(r.expires_in_seconds)})` : r.expires_at],
+        ...field(draft, 'you may grant', role(r.max_grantable_role)),
+        ...field(r.approved_role, 'approved role', r.approved_role && role(r.approved_role)),
+        ['created', when(o, r.created_at)],
+        ...field(draft, 'expires', o.isTTY ? `in ${remaining(r.expires_in_seconds) || '0s'}` : r.expires_at),
+        ...field(r.status === 'expired', 'expired', when(o, r.expires_at)),
+        ...field(r.decided_at, r.status === 'denied' || r.status === 'failed' ? r.status : 'approved', when(o, r.decided_at)),
+        ...field(r.revoked_at, 'revoked', when(o, r.revoked_at)),
       ]);
       if (r.usage) {
         const u = r.usage;
@@ -163,10 +174,7 @@ export function registerRequests(program: Command, o: Output): void {
         opts.mcp === false
           ? []
           : opts.mcp.length > 0
-            ? parseMcpSelections(opts.mcp).map((s) => {
-                const mine = review.mcp_servers.find((m) => m.url === s.url)?.instances.map((i) => i.id) ?? [];
-                return { url: s.url, instance_ids: s.instance_ids.map((i) => resolveId(i, mine, 'instance')) };
-              })
+            ? await resolveMcpSelections(client, parseMcpSelections(opts.mcp))
             : review.mcp_servers
                 .map((m) => ({ url: m.url, instance_ids: m.instances.filter((i) => i.enabled && i.selected).map((i) => i.id) }))
                 .filter((m) => m.instance_ids.length > 0);
@@ -203,7 +211,7 @@ export function registerRequests(program: Command, o: Output): void {
     .option('--rpm <n|none>', 'calls a minute')
     .option('--tokens-per-day <n|none>', 'upstream tokens (in + out) a local calendar day')
     .option('--json', 'machine-readable output')
-    .addHelpText('before', 'Examples:\n  $ svc requests limits 3f2c9a --rpm 60 --tokens-per-day 200000\n  $ svc requests limits 3f2c9a --rpm none\n  $ svc requests limits 3f2c9a\n')
+    .addHelpText('after', '\nExamples:\n  $ svc requests limits 3f2c9a --rpm 60 --tokens-per-day 200000\n  $ svc requests limits 3f2c9a --rpm none\n  $ svc requests limits 3f2c9a\n')
     .action(async (typed: string, opts: { rpm?: string; tokensPerDay?: string; json?: boolean }, cmd: Command) => {
       const client = await connect(cmd);
       const id = await requestId(client, typed);

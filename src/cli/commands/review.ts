@@ -8,8 +8,9 @@ export function registerReview(program: Command, o: Output): void {
     .command('review')
     .description('Review access requests in the terminal: pending requests live, approve or deny with keys')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc review                      # pending requests, updated every second
   $ NO_COLOR=1 svc review           # the same, without colour
 

@@ -27,8 +27,9 @@ export function registerServe(program: Command, o: Output): void {
     .command('serve')
     .description('Run the svc daemon')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ svc serve                         # 127.0.0.1:7878, data in $XDG_DATA_HOME/svc
   $ svc serve --port 0                # any free port; the address is printed
   $ svc serve --data-dir /tmp/svc --base-url https://svc.example.test
@@ -55,6 +56,7 @@ export function registerServe(program: Command, o: Output): void {
     .option('--revoked-retention-days <n>', 'remove revoked access requests after n days, 0 = keep (env SVC_REVOKED_RETENTION_DAYS)')
     .option('--grant-concurrency <n>', 'upstream calls one grant may have in flight, 429 beyond, 0 = no limit (env SVC_GRANT_CONCURRENCY)')
     .option('--grant-streams <n>', 'MCP streams one grant may hold open, 429 beyond, 0 = no limit (env SVC_GRANT_STREAMS)')
+    .option('--max-streams <n>', 'MCP streams the daemon holds open in all, 503 beyond, 0 = no cap (env SVC_MAX_STREAMS; default from the open-file limit)')
     .option('--activity-retention-days <n>', 'keep what apps did for n days, 0 = no age limit (env SVC_ACTIVITY_RETENTION_DAYS)')
     .option('--activity-max-events <n>', 'keep at most n activity events, the oldest go first (env SVC_ACTIVITY_MAX_EVENTS)')
     .option('--no-activity', 'record no activity: nothing of what apps do is kept, and per-day token limits count nothing (env SVC_ACTIVITY=0)')

@@ -32,8 +32,9 @@ export function registerSession(program: Command, o: Output): void {
     .command('status')
     .description('Is the daemon running, where, which version, and who the CLI is logged in as')
     .option('--json', 'machine-readable output')
-    .addHelpText('before', 'Examples:\n  $ svc status\n  $ svc status --json\n')
-    .action(async (opts: { json?: boolean }, cmd: Command) => {
+    .option('--url', "print only the daemon's URL, where browsers and apps reach it (for scripts: SVC=$(svc status --url))")
+    .addHelpText('after', '\nExamples:\n  $ svc status\n  $ svc status --json\n  $ curl -s "$(svc status --url)/svc/v1/health"\n')
+    .action(async (opts: { json?: boolean; url?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       let health: { version?: string } | null = null;
       let user: { username: string; role: string } | null = null;
@@ -47,6 +48,8 @@ export function registerSession(program: Command, o: Output): void {
       const status = {
         running: health !== null,
         url: health ? client.url : null,
+        // where browsers and apps reach it: the --base-url, else where it listens
+        base_url: health ? (client.info?.base_url ?? client.url) : null,
         data_dir: client.dataDir,
         daemon_version: health?.version ?? null,
         cli_version: VERSION,
@@ -54,11 +57,14 @@ export function registerSession(program: Command, o: Output): void {
         logged_in_as: user ? user.username : null,
         ...(overview ?? {}),
       };
-      if (opts.json) printJson(o, status);
+      if (opts.url) {
+        if (status.base_url) o.out(`${status.base_url}\n`);
+      } else if (opts.json) printJson(o, status);
       else
         printFields(o, [
           ['running', status.running ? 'yes' : 'no (start it with `svc serve`)'],
           ['url', status.url ?? ''],
+          ...(status.base_url && status.base_url !== status.url ? ([['base url', status.base_url]] as [string, unknown][]) : []),
           ['data dir', status.data_dir],
           ['version', status.daemon_version ?? `${VERSION} (cli)`],
           ['pid', status.pid ?? ''],
@@ -80,7 +86,7 @@ export function registerSession(program: Command, o: Output): void {
     .description("Log the CLI in to the daemon (the session is kept in the data dir, 0600, sealed)")
     .option('--username <name>', 'account name', 'admin')
     .option('--password-stdin', 'read the password from standard input')
-    .addHelpText('before', 'Examples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
+    .addHelpText('after', '\nExamples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
     .action(async (opts: { username: string; passwordStdin?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
@@ -100,7 +106,7 @@ export function registerSession(program: Command, o: Output): void {
   program
     .command('logout')
     .description('End the CLI session')
-    .addHelpText('before', 'Examples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
+    .addHelpText('after', '\nExamples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
     .action(async (_opts, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
       await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);

@@ -7,7 +7,7 @@ import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
 import { DaemonClient, usage } from '../client.js';
 import { CliError } from '../errors.js';
-import { type Output, printJson, printRows } from '../output.js';
+import { type Output, printJson, printRows, when } from '../output.js';
 import { readSecret } from '../prompt.js';
 import type { z } from 'zod';
 import type { publicUser } from '../../auth/schemas.js';
@@ -20,8 +20,9 @@ export function registerUsers(program: Command, o: Output): void {
     .command('users')
     .description('Manage local accounts (manager or admin)')
     .addHelpText(
-      'before',
-      `Examples:
+      'after',
+      `
+Examples:
   $ printf %s "$PW" | svc users add alice --role power_user --password-stdin
   $ svc users list --json
   $ svc users set-role alice user
@@ -53,10 +54,10 @@ export function registerUsers(program: Command, o: Output): void {
       const { body } = await (await connect(cmd)).request<{ data: PublicUser[] }>('GET', '/svc/v1/users');
       if (opts.json) printJson(o, body.data);
       else printRows(o, body.data, [
-        { header: 'username', value: (u) => u.username },
+        { header: 'username', value: (u) => u.username, copy: true },
         { header: 'role', value: (u) => u.role },
-        { header: 'id', value: (u) => u.id },
-        { header: 'created', value: (u) => u.created_at },
+        { header: 'id', value: (u) => u.id, copy: true },
+        { header: 'created', value: (u) => when(o, u.created_at) },
       ]);
     });
 

@@ -22,7 +22,7 @@ describe('KeyHints', () => {
     expect(frame.length).toBeLessThanOrEqual(80);
   });
 
-  it('offers only the keys that still work once the request is decided elsewhere or expired (issue 16 item 12)', () => {
+  it('offers only the keys that still work once the request is decided elsewhere or expired', () => {
     const frame = render(<KeyHints screen="detail" color={false} decidable={false} />).lastFrame()!;
     expect(frame).not.toContain('approve');
     expect(frame).not.toContain('deny');
