@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import os from 'node:os';
 import Router from '@koa/router';
 import Koa, { type Middleware } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
@@ -7,7 +8,7 @@ import { accessRequestRoutes } from './access-requests/routes.js';
 import { appDisplayName } from './access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from './access-requests/service.js';
 import { BearerVerifier, EXTERNAL_ALGORITHMS, localKeys, remoteKeysFromDiscovery, requireAppRole, requireBearer, requireRoleEither } from './auth/bearer.js';
-import { LoginService } from './auth/login.js';
+import { DEFAULT_LOGIN_LIMITS, LoginService } from './auth/login.js';
 import { LoginLinks } from './auth/login-links.js';
 import { INSTANCE_HEADER, LOCAL_LOGIN_LABEL, QUIET_HEADER } from './daemon-info.js';
 import { metadataUrlFor, PROTECTED_RESOURCE_PATH, protectedResourceRoutes } from './auth/protected-resource.js';
@@ -35,7 +36,7 @@ import { DesktopNotifier } from './notify/desktop.js';
 import { mountCallsUi } from './ui/calls.js';
 import { mountGrantToolsUi } from './ui/grant-tools.js';
 import { ModelCatalog } from './models/catalog.js';
-import { ModelDownloads } from './models/downloads.js';
+import { ModelDownloads, replicaOf } from './models/downloads.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
 import { sweepOAuthState } from './oauth/adapter.js';
 import { OAuthClientsService } from './oauth/clients.js';
@@ -83,7 +84,7 @@ export interface App {
 export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.repos, deps.clock);
-  const login = new LoginService(users, deps.clock, deps.box.derive(LOCAL_LOGIN_LABEL));
+  const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
   const loginLinks = new LoginLinks(deps.clock);
   const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
@@ -119,7 +120,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   });
   const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.repos, deps.clock);
-  const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, { quotaBytes: deps.config.downloadQuotaBytes, allowNetworks: deps.config.downloadAllowNetworks });
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, {
+    quotaBytes: deps.config.downloadQuotaBytes,
+    allowNetworks: deps.config.downloadAllowNetworks,
+    replica: deps.config.database ? replicaOf(os.hostname(), deps.config.dataDir) : undefined,
+  });
 
   const { config } = deps;
   // An external issuer's tokens carry its one audience, so only the embedded issuer points hosts

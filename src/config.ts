@@ -3,6 +3,30 @@ import { isIP } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { KeyBackendPreference } from './store/master-key.js';
+import { isDatabaseUrl, redactDatabaseUrl } from './store/postgres/url.js';
+
+/** A value no log line, message or output may show (a password inside a URL, a key): it prints as [redacted]. */
+export class Secret {
+  readonly #value: string;
+  constructor(value: string) {
+    this.#value = value;
+  }
+  reveal(): string {
+    return this.#value;
+  }
+  toString(): string {
+    return '[redacted]';
+  }
+  toJSON(): string {
+    return '[redacted]';
+  }
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return 'Secret([redacted])';
+  }
+}
+
+/** Where a team server's master key comes from: a file, or SVC_MASTER_KEY itself. */
+export type MasterKeySource = { file: string } | { value: Secret };
 
 export interface Config {
   host: string;
@@ -65,6 +89,10 @@ export interface Config {
   notify: boolean;
   /** How long a held tool call waits for the person's decision, in seconds. */
   callApprovalTimeoutS: number;
+  /** A team server: all state in PostgreSQL at this URL (which may hold its password), not in the data dir's store. */
+  database: Secret | null;
+  /** The team's master key, only read with `database` (a file store keeps its key in the keychain or master.key). */
+  masterKey: MasterKeySource | null;
 }
 
 export interface ConfigFlags {
@@ -101,6 +129,8 @@ export interface ConfigFlags {
   /** commander's `--no-notify`: false when given (true, its default, means not given) */
   notify?: boolean;
   callApprovalTimeout?: string | number;
+  database?: string;
+  masterKeyFile?: string;
 }
 
 export class ConfigError extends Error {
@@ -173,6 +203,20 @@ function networks(value: string, name: string): string[] {
   return list;
 }
 
+/** --database and the team's master key; the URL is only ever named without its password. */
+function teamSettings(flags: ConfigFlags, env: NodeJS.ProcessEnv): Pick<Config, 'database' | 'masterKey'> {
+  const url = flags.database ?? (env.SVC_DATABASE_URL || undefined);
+  if (url === undefined) {
+    if (flags.masterKeyFile !== undefined) throw new ConfigError('--master-key-file goes with --database: a file store keeps its master key in the OS keychain or master.key.');
+    return { database: null, masterKey: null };
+  }
+  if (!isDatabaseUrl(url)) throw new ConfigError(`--database must be a postgres:// URL, not "${redactDatabaseUrl(url)}".`);
+  const file = flags.masterKeyFile;
+  const value = env.SVC_MASTER_KEY;
+  const masterKey: MasterKeySource | null = file !== undefined ? { file: path.resolve(file) } : value ? { value: new Secret(value) } : null;
+  return { database: new Secret(url), masterKey };
+}
+
 function logFormat(value: string): Config['logFormat'] {
   if (value === 'auto' || value === 'human' || value === 'json') return value;
   throw new ConfigError(`--log-format must be auto, human or json, not "${value}".`);
@@ -223,6 +267,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     downloadAllowNetworks: networks(String(pick(flags.downloadAllowNetworks, 'SVC_DOWNLOAD_ALLOW_NETWORKS') ?? ''), 'download-allow-networks'),
     notify: flags.notify !== false && !['0', 'false', 'off', 'no'].includes(String(env.SVC_NOTIFY ?? '').toLowerCase()),
     callApprovalTimeoutS: integer(pick(flags.callApprovalTimeout, 'SVC_CALL_APPROVAL_TIMEOUT') ?? 55, 'call-approval-timeout', 1, 86_400),
+    ...teamSettings(flags, env),
   };
 }
 

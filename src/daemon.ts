@@ -6,20 +6,21 @@ import path from 'node:path';
 import { type App, createApp } from './app.js';
 import { generatePassword } from './auth/password.js';
 import { saveCliSession } from './store/cli-session.js';
-import { type Config, urlFor } from './config.js';
+import { type Config, type Secret, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
 import { createLogger, type Logger } from './log.js';
 import { SecretBox } from './store/crypto.js';
 import { reduceMemoryWhenIdle } from './idle-memory.js';
 import { FileWriteError, writeFileDurably } from './store/durable-file.js';
 import { lockDataDir } from './store/lock.js';
-import { checkStoreKey, type Keychain, type KeyBackend, osKeychain, resolveMasterKey } from './store/master-key.js';
+import { checkStoreKey, type Keychain, type KeyBackend, type MasterKey, MASTER_KEY_FILE, osKeychain, resolveMasterKey, teamMasterKey } from './store/master-key.js';
+import { DatabaseUnavailableError, redactDatabaseUrl } from './store/postgres/url.js';
 import type { Repositories } from './store/repositories.js';
 import type { DbMeta } from './store/schema.js';
 import { storeRepositories } from './store/store-repositories.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
-import { checkPrivateDir, DAEMON_FILE, INSTANCE_HEADER, localSocketPlace } from './daemon-info.js';
+import { checkPrivateDir, DAEMON_FILE, INSTANCE_HEADER, LOCAL_LOGIN_LABEL, localSocketPlace } from './daemon-info.js';
 
 export { DAEMON_FILE };
 
@@ -63,7 +64,10 @@ export interface Daemon {
   url: string;
   baseUrl: string;
   port: number;
+  /** the data dir's file store; a team server has none (reading it throws): its data is in deps.repos */
   store: Store;
+  /** where the state lives: the data dir's file store, or a team's PostgreSQL */
+  storeKind: 'file' | 'postgres';
   app: App;
   deps: AppDeps;
   keyBackend: KeyBackend;
@@ -73,10 +77,10 @@ export interface Daemon {
 }
 
 /** First start: the meta record with the key check and the sealed cookie-signing keys. */
-async function initMeta(repos: Repositories, box: SecretBox, backend: KeyBackend, clock: Clock): Promise<DbMeta> {
+async function initMeta(repos: Repositories, box: SecretBox, backend: DbMeta['key_backend'], clock: Clock): Promise<DbMeta> {
   const meta = await repos.meta.get();
   if (meta) {
-    checkStoreKey(box, meta.key_check);
+    checkStoreKey(box, meta.key_check, backend === 'team');
     return meta;
   }
   const created: DbMeta = {
@@ -90,6 +94,75 @@ async function initMeta(repos: Repositories, box: SecretBox, backend: KeyBackend
   return created;
 }
 
+/** Where the daemon's state lives, opened: the data dir's journaled store, or a team's PostgreSQL. */
+interface Backend {
+  kind: 'file' | 'postgres';
+  repos: Repositories;
+  store: Store | null;
+  /** why the last write failed, when a file names it */
+  lastWriteError: () => unknown;
+  /**
+   * Holds the first-start setup (meta, signing keys, first admin) until the answered function is
+   * called: on a team store one replica at a time, so replicas that start together on an empty
+   * database make one admin, not one each. Nothing to hold on a data dir's own store.
+   */
+  holdSetup: (stillWanted: () => void) => Promise<() => Promise<void>>;
+  close: () => Promise<void>;
+}
+
+async function openFileBackend(dataDir: string, logger: Logger, onFatal: (err: Error) => void): Promise<Backend> {
+  const store = await Store.open(dataDir, undefined, {
+    // The journal still holds everything: a failed snapshot costs start time, never data.
+    onCompactionError: (err) => logger.warn({ err: (err as Error)?.message }, 'store snapshot failed; the journal keeps every change'),
+    onWriteError: (err) => logger.error({ file: (err as FileWriteError)?.file, err: (err as Error)?.message }, 'store write failed; changes answer 503 until it can write again'),
+    onWriteRecovered: () => logger.info('store writes succeed again'),
+    onFatal: (err) => {
+      logger.error({ file: store.file, err: String((err.cause as Error)?.stack ?? err.cause) }, 'store: a saved change could not be applied; svc stops, and the next start loads it');
+      onFatal(err);
+    },
+  });
+  return { kind: 'file', repos: storeRepositories(store), store, lastWriteError: () => store.lastWriteError, holdSetup: async () => async () => undefined, close: () => store.close() };
+}
+
+/** The team store; `pg` is loaded only here, so a file store's daemon never carries it. */
+async function openTeamBackend(database: Secret, logger: Logger): Promise<Backend> {
+  const url = database.reveal();
+  const where = redactDatabaseUrl(url);
+  const { openTeamStore } = await import('./store/postgres/connect.js');
+  let team;
+  try {
+    team = await openTeamStore(url, {
+      onError: (message) => logger.warn({ database: where }, message),
+      onRecovered: () => logger.info({ database: where }, 'following other replicas again'),
+    });
+  } catch (err) {
+    throw new DatabaseUnavailableError(where, (err as Error)?.message ?? String(err));
+  }
+  logger.info({ database: where }, 'state is kept in PostgreSQL');
+  return { kind: 'postgres', repos: team.repos, store: null, lastWriteError: () => null, holdSetup: (stillWanted) => team.holdFirstStart(stillWanted), close: () => team.close() };
+}
+
+/**
+ * The key that seals the store's secrets, and what meta records of where it lives: the team's on
+ * a team store (given to every replica); else this data dir's (`local`), found or created.
+ */
+async function storeKeyFor(config: Config, repos: Repositories, keychain: Keychain): Promise<{ key: Buffer; stored: DbMeta['key_backend']; local?: MasterKey }> {
+  if (config.database) return { key: await teamMasterKey(config.masterKey), stored: 'team' };
+  const existingBackend = (await repos.meta.get())?.key_backend ?? null;
+  const local = await resolveMasterKey({ dataDir: config.dataDir, existingBackend, preference: config.keychain, keychain });
+  return { key: local.key, stored: local.backend, local };
+}
+
+/**
+ * A team replica's own key, for what is only this machine's: the CLI's saved login and its
+ * local-login proof. Kept in the data dir's master.key; the team's data is sealed with the team's key.
+ */
+async function replicaKey(dataDir: string, keychain: Keychain): Promise<MasterKey> {
+  const local = await resolveMasterKey({ dataDir, existingBackend: null, preference: 'file', keychain });
+  const file = path.join(dataDir, MASTER_KEY_FILE);
+  return { ...local, notice: local.notice && `This replica's CLI login is sealed with a key of its own, kept in ${file} (0600); the team's data is sealed with the team's master key.` };
+}
+
 /** The header that lets the daemon's own first login through while everyone else gets 503. */
 const SETUP_HEADER = 'x-svc-setup';
 /** how long the daemon must have served nothing before it hands memory back (idle-memory.ts) */
@@ -99,7 +172,7 @@ const IDLE_MEMORY_MS = 5_000;
  * Logs the local CLI in over HTTP, exactly as `svc login` would, and keeps its cookie. node:http,
  * not fetch: fetch's first use loads Node's bundled HTTP client, which the daemon then kept.
  */
-async function loginCli(url: string, setupToken: string, username: string, password: string, store: Store): Promise<string> {
+async function loginCli(url: string, setupToken: string, username: string, password: string, lastWriteError: () => unknown): Promise<string> {
   const body = JSON.stringify({ username, password });
   const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
     const req = http.request(`${url}/svc/v1/auth/login`, {
@@ -114,7 +187,8 @@ async function loginCli(url: string, setupToken: string, username: string, passw
   const status = res.statusCode ?? 0;
   if (status < 200 || status > 299) {
     // the session could not be written (a full disk): say which file, as every other step does
-    if (status === 503 && store.lastWriteError instanceof FileWriteError) throw store.lastWriteError;
+    const cause = lastWriteError();
+    if (status === 503 && cause instanceof FileWriteError) throw cause;
     throw new Error(`first login failed with ${status}`);
   }
   return (res.headers['set-cookie'] ?? []).map((c) => c.split(';')[0]).join('; ');
@@ -154,6 +228,98 @@ async function listenForCli(server: http.Server, dataDir: string): Promise<{ pat
   };
 }
 
+/**
+ * The first admin and the mark that its password is unshown are one write; the mark goes once the
+ * password is printed. A start that finds the mark (the first start was killed, or its disk
+ * filled, before the password reached the screen) gives that account a new password and shows it:
+ * nobody knows the old one, so nothing is lost. Answers the password when it made or reset one.
+ */
+async function firstAdmin(
+  wired: App,
+  steps: { login: (username: string, password: string) => Promise<string>; saveLogin: (cookie: string) => Promise<void>; notify: (line: string) => void | Promise<void>; checkpoint: () => void },
+): Promise<string | undefined> {
+  const noUsers = (await wired.users.count()) === 0;
+  let admin = noUsers ? undefined : await wired.users.unshownPasswordUser();
+  const interrupted = admin !== undefined;
+  if (!noUsers && !admin) return undefined;
+  const password = generatePassword();
+  if (admin) await wired.users.resetUnshownPassword(admin.id, password);
+  else admin = await wired.users.createFirstAdmin(password);
+  steps.checkpoint();
+  await steps.saveLogin(await steps.login(admin.username, password));
+  steps.checkpoint();
+  await steps.notify(
+    [
+      '',
+      interrupted
+        ? `svc: the first start was interrupted before the password of "${admin.username}" was shown. It has a new one (shown only once):`
+        : 'svc: first start. Created the user "admin" with this password (shown only once):',
+      '',
+      `    ${password}`,
+      '',
+      `The svc CLI on this machine is logged in as ${admin.username}. Use the password for the browser review page.`,
+      ...(interrupted ? [`With svc stopped, \`svc users passwd ${admin.username} --offline\` sets a password at any time.`] : []),
+      '',
+    ].join('\n'),
+  );
+  steps.checkpoint();
+  await wired.users.markPasswordShown(admin.id);
+  return password;
+}
+
+/**
+ * The HTTP server, listening on the configured host and port, with its requests in flight per
+ * connection: at shutdown (close) a connection with none is closed at once, including one that
+ * never sent a request (a browser's spare socket), which Node's closeIdleConnections leaves to
+ * wait for the timeout; in-flight requests finish, stragglers are cut after 10 s.
+ */
+async function listenHttp(config: Config, handle: http.RequestListener, app: () => App | null, logger: Logger) {
+  const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, handle);
+  server.maxHeadersCount = 100;
+  const inFlight = new Map<Socket, number>();
+  let stopping = false;
+  server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, 0);
+    socket.once('close', () => inFlight.delete(socket));
+  });
+  let served = 0;
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    served++;
+    const socket = req.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once('close', () => {
+      const left = (inFlight.get(socket) ?? 1) - 1;
+      inFlight.set(socket, left);
+      if (stopping && left === 0) socket.destroySoon();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const close = () =>
+    new Promise<void>((resolve) => {
+      stopping = true;
+      const force = setTimeout(() => {
+        logger.warn({ connections: inFlight.size }, 'shutdown: closing connections still busy after 10 s');
+        server.closeAllConnections();
+      }, 10_000);
+      force.unref();
+      server.close(() => {
+        clearTimeout(force);
+        resolve();
+      });
+      // A stream with no end of its own (an MCP host's GET stream) would hold the whole grace:
+      // it ends now, once nothing new can connect; its connection then closes like an idle one.
+      app()?.endOpenStreams();
+      for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
+    });
+  return { server, close, served: () => served };
+}
+
 /** Thrown by startDaemon when its signal aborts it: everything it had done is undone. */
 export class StartupAbortedError extends Error {
   constructor() {
@@ -190,18 +356,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   try {
     checkpoint();
     let stopForFatal: (err: Error) => void = () => undefined; // during the start, the failed write ends the start itself
-    const store = await Store.open(config.dataDir, undefined, {
-      // The journal still holds everything: a failed snapshot costs start time, never data.
-      onCompactionError: (err) => logger.warn({ err: (err as Error)?.message }, 'store snapshot failed; the journal keeps every change'),
-      onWriteError: (err) => logger.error({ file: (err as FileWriteError)?.file, err: (err as Error)?.message }, 'store write failed; changes answer 503 until it can write again'),
-      onWriteRecovered: () => logger.info('store writes succeed again'),
-      onFatal: (err) => {
-        logger.error({ file: store.file, err: String((err.cause as Error)?.stack ?? err.cause) }, 'store: a saved change could not be applied; svc stops, and the next start loads it');
-        stopForFatal(err);
-      },
-    });
-    cleanups.push(() => store.close());
-    const repos = storeRepositories(store);
+    const backend = config.database ? await openTeamBackend(config.database, logger) : await openFileBackend(config.dataDir, logger, (err) => stopForFatal(err));
+    cleanups.push(backend.close);
+    const { repos } = backend;
     checkpoint();
 
     // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
@@ -218,55 +375,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       return typeof given === 'string' && given.length === setupToken.length && timingSafeEqual(Buffer.from(given), setupToken);
     };
     let handler: http.RequestListener = (req, res) => (app && isSetupRequest(req) ? app.callback(req, res) : answerStarting(res, instanceId));
-    const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, (req, res) => handler(req, res));
-    server.maxHeadersCount = 100;
-    // Requests in flight per connection: at shutdown a connection with none is closed at once,
-    // including one that never sent a request (a browser's spare socket), which Node's
-    // closeIdleConnections leaves to wait for the timeout.
-    const inFlight = new Map<Socket, number>();
-    let stopping = false;
-    server.on('connection', (socket: Socket) => {
-      inFlight.set(socket, 0);
-      socket.once('close', () => inFlight.delete(socket));
-    });
-    let served = 0;
-    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
-      served++;
-      const socket = req.socket;
-      inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
-      res.once('close', () => {
-        const left = (inFlight.get(socket) ?? 1) - 1;
-        inFlight.set(socket, left);
-        if (stopping && left === 0) socket.destroySoon();
-      });
-    });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(config.port, config.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    cleanups.push(
-      () =>
-        new Promise<void>((resolve) => {
-          // In-flight requests finish; every other connection closes now, stragglers after 10 s.
-          stopping = true;
-          const force = setTimeout(() => {
-            logger.warn({ connections: inFlight.size }, 'shutdown: closing connections still busy after 10 s');
-            server.closeAllConnections();
-          }, 10_000);
-          force.unref();
-          server.close(() => {
-            clearTimeout(force);
-            resolve();
-          });
-          // A stream with no end of its own (an MCP host's GET stream) would hold the whole grace:
-          // it ends now, once nothing new can connect; its connection then closes like an idle one.
-          app?.endOpenStreams();
-          for (const [socket, busy] of inFlight) if (busy === 0) socket.destroy();
-        }),
-    );
+    const http1 = await listenHttp(config, (req, res) => handler(req, res), () => app, logger);
+    const { server } = http1;
+    cleanups.push(http1.close);
     checkpoint();
     const port = (server.address() as AddressInfo).port;
     const url = urlFor(config.host, port);
@@ -275,17 +386,19 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // Only now, with the store read and the port bound, may the start write. For a store that
     // exists, everything up to recordPid() only reads, so a start refused for a key that does not
     // open the store, or a port in use, leaves every file as it found it.
-    const master = await resolveMasterKey({
-      dataDir: config.dataDir,
-      existingBackend: (await repos.meta.get())?.key_backend ?? null,
-      preference: config.keychain,
-      keychain: opts.keychain ?? osKeychain,
-    });
-    if (master.notice) await notify(`svc: ${master.notice}`);
+    const keychain = opts.keychain ?? osKeychain;
+    const sealing = await storeKeyFor(config, repos, keychain);
+    if (sealing.local?.notice) await notify(`svc: ${sealing.local.notice}`);
     checkpoint();
-    const box = new SecretBox(master.key);
-    const meta = await initMeta(repos, box, master.backend, clock);
+    const box = new SecretBox(sealing.key);
+    const releaseSetup = await backend.holdSetup(checkpoint);
+    cleanups.push(releaseSetup);
+    const meta = await initMeta(repos, box, sealing.stored, clock);
     const sessionKeys = JSON.parse(box.open('meta', 'session_keys', meta.session_keys)) as string[];
+    // What seals the CLI's login on this machine: the store's key, or on a team replica one of its own.
+    const master = sealing.local ?? (await replicaKey(config.dataDir, keychain));
+    if (!sealing.local && master.notice) await notify(`svc: ${master.notice}`);
+    const cliBox = sealing.local ? box : new SecretBox(master.key);
     await lock.recordPid();
     checkpoint();
     // The CLI's socket is a file in the data dir too, so it comes once the start may write.
@@ -303,48 +416,22 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     await writeFileDurably(infoFile, JSON.stringify(info, null, 2));
     checkpoint();
 
-    const deps: AppDeps = { config, repos, box, clock, logger, baseUrl: () => baseUrl, instanceId };
+    const deps: AppDeps = { config, repos, box, clock, logger, baseUrl: () => baseUrl, instanceId, localLoginProof: cliBox.derive(LOCAL_LOGIN_LABEL) };
     const wired = await createApp(deps, { sessionKeys, port });
     app = wired;
     cleanups.push(() => wired.close());
     checkpoint();
 
-    // The first admin and the mark that its password is unshown are one write; the mark goes
-    // once the password is printed. A start that finds the mark (the first start was killed, or
-    // its disk filled, before the password reached the screen) gives that account a new password
-    // and shows it: nobody knows the old one, so nothing is lost.
-    let initialAdminPassword: string | undefined;
-    const noUsers = (await wired.users.count()) === 0;
-    let admin = noUsers ? undefined : await wired.users.unshownPasswordUser();
-    const interrupted = admin !== undefined;
-    if (noUsers || admin) {
-      initialAdminPassword = generatePassword();
-      if (admin) await wired.users.resetUnshownPassword(admin.id, initialAdminPassword);
-      else admin = await wired.users.createFirstAdmin(initialAdminPassword);
-      checkpoint();
-      const cookie = await loginCli(url, setupToken.toString(), admin.username, initialAdminPassword, store);
-      await saveCliSession(config.dataDir, master.backend, box, cookie);
-      checkpoint();
-      await notify(
-        [
-          '',
-          interrupted
-            ? `svc: the first start was interrupted before the password of "${admin.username}" was shown. It has a new one (shown only once):`
-            : 'svc: first start. Created the user "admin" with this password (shown only once):',
-          '',
-          `    ${initialAdminPassword}`,
-          '',
-          `The svc CLI on this machine is logged in as ${admin.username}. Use the password for the browser review page.`,
-          ...(interrupted ? [`With svc stopped, \`svc users passwd ${admin.username} --offline\` sets a password at any time.`] : []),
-          '',
-        ].join('\n'),
-      );
-      checkpoint();
-      await wired.users.markPasswordShown(admin.id);
-    }
+    const initialAdminPassword = await firstAdmin(wired, {
+      login: (username, password) => loginCli(url, setupToken.toString(), username, password, backend.lastWriteError),
+      saveLogin: (cookie) => saveCliSession(config.dataDir, master.backend, cliBox, cookie),
+      notify,
+      checkpoint,
+    });
+    await releaseSetup();
     checkpoint();
     handler = wired.callback;
-    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: () => served });
+    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: http1.served });
     cleanups.push(async () => stopReducing());
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 
@@ -353,7 +440,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       url,
       baseUrl,
       port,
-      store,
+      get store(): Store {
+        if (!backend.store) throw new Error('a team server keeps no file store: its data is reached through deps.repos');
+        return backend.store;
+      },
+      storeKind: backend.kind,
       app: wired,
       deps,
       keyBackend: master.backend,

@@ -364,6 +364,8 @@ describe('an app that hangs up while sending its body', () => {
   });
 });
 
-async function until(test: () => boolean): Promise<void> {
+/** Waits for `test` to hold; a wait that runs out (10 s) fails, saying what it waited for. */
+async function until(test: () => boolean, what = String(test)): Promise<void> {
   for (let i = 0; i < 2000 && !test(); i++) await new Promise((r) => setTimeout(r, 5));
+  if (!test()) throw new Error(`timed out waiting for ${what}`);
 }

@@ -78,8 +78,8 @@ describe('held calls over time', () => {
     expect(risky.runs('delete_note')).toBe(before);
     const event = await eventually(async () => ((await s.alice.get('/svc/v1/activity')).body.data as { reason?: string }[]).find((e) => e.reason === 'call_expired'), 'the activity event');
     expect(event).toMatchObject({ kind: 'mcp', mcp_method: 'tools/call', tool: 'delete_note', outcome: 'refused' });
-    // this daemon notifies nobody (notify off)
-    expect(await readFile(notified, 'utf8')).not.toContain('e1');
+    // this daemon notifies nobody (notify off): no notification links to it
+    expect(await readFile(notified, 'utf8')).not.toContain(s.d.url);
   });
 
   it('a call held when the daemon stops is answered as not run, and the next start never runs it', async () => {

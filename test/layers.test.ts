@@ -100,6 +100,23 @@ describe('layers', () => {
   });
 });
 
+describe('shared code lives below its users', () => {
+  it('no feature imports another feature\'s routes, and the two proxies import nothing of each other', () => {
+    const sideways: string[] = [];
+    for (const f of filesUnder(path.join(REPO, 'src'), /\.tsx?$/)) {
+      const from = topFolder(f, '.');
+      if (path.relative(path.join(REPO, 'src'), f) === 'app.ts') continue;
+      for (const spec of importsOf(f).filter((x) => x.startsWith('.'))) {
+        const to = topFolder(f, spec);
+        const target = path.basename(spec);
+        if (to !== from && target === 'routes.js') sideways.push(`${path.relative(REPO, f)} -> ${spec}`);
+        if ((from === 'mcp' && to === 'proxy') || (from === 'proxy' && to === 'mcp')) sideways.push(`${path.relative(REPO, f)} -> ${spec}`);
+      }
+    }
+    expect(sideways).toEqual([]);
+  });
+});
+
 describe('decisions live in the repository', () => {
   it('no source, test or bench file points at a document outside it or at an issue number', () => {
     const outside = /CONTRACT\s*§|SPEC\s*(§|\d)|\bissue\s+\d+/i;

@@ -6,7 +6,7 @@ import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, expectErrorShape, userApi } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { startUpstream } from './helpers/upstream.js';
-import { LineRelay } from '../src/proxy/scrub.js';
+import { LineRelay } from '../src/upstream/scrub.js';
 
 /** A key with a slash, so that PHP-style `\/` escaping changes its bytes. */
 const LEAKY_KEY = `sk-live/${Math.random().toString(36).slice(2)}+Zq/${Math.random().toString(36).slice(2)}`;

@@ -27,6 +27,7 @@ async function quiet(dir: string): Promise<void> {
     if (now === last) return;
     last = now;
   }
+  throw new Error(`the data dir ${dir} never stopped changing within 20 s: ${last}`);
 }
 const open = (dir: string, compactBytes?: number) => Store.open(dir, new JournalFiles(dir, { compactBytes }));
 

@@ -127,6 +127,7 @@ export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_use
   return {
     base,
     pid: daemon.child.pid,
+    password,
     token: tokens.access_token,
     instanceId,
     async close() {

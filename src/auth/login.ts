@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { rateLimited } from '../errors.js';
 import type { Clock } from '../http/context.js';
+import type { LoginFailureEntry, LoginFailureRepository } from '../store/repositories.js';
 import type { UserRecord } from '../store/schema.js';
 import { decoyHash, verifyPassword } from './password.js';
 import { invalidCredentials, type UsersService } from './users.js';
@@ -22,6 +23,20 @@ export const DEFAULT_LOGIN_LIMITS: LoginLimits = { freeFailures: 5, baseDelayMs:
 const MAX_TRACKED = 100_000;
 
 /**
+ * One login attempt against its entry, at `now`: refused while blocked (the entry unchanged), else
+ * counted as a failure before the password is looked at (a success clears it), so parallel guesses
+ * cannot all slip in before the first is counted. An entry quiet for `forgetAfterMs` starts over.
+ */
+export function loginAttempt(entry: LoginFailureEntry | undefined, now: number, limits: LoginLimits): { next: LoginFailureEntry; blockedUntil: number | null } {
+  const live = entry && now - entry.last <= limits.forgetAfterMs ? entry : undefined;
+  if (live && live.blockedUntil > now) return { next: live, blockedUntil: live.blockedUntil };
+  const count = (live?.count ?? 0) + 1;
+  const over = count - limits.freeFailures;
+  const blockedUntil = over >= 0 ? now + Math.min(limits.maxDelayMs, limits.baseDelayMs * 2 ** Math.min(over, 30)) : (live?.blockedUntil ?? 0);
+  return { next: { count, blockedUntil, last: now }, blockedUntil: null };
+}
+
+/**
  * Password checks that slow a guesser without locking the owner out. Failures count per
  * (username, address): after `freeFailures` of them, each further failure blocks that pair for a
  * delay that doubles (1 s, 2 s, 4 s ... up to 15 minutes), and an attempt during the delay is a
@@ -29,6 +44,7 @@ const MAX_TRACKED = 100_000;
  * is not affected. A login that proves it comes from the CLI on the daemon's own machine (a value
  * derived from the master key, which only the data dir's owner can reach) counts in a bucket of
  * its own, so a local process or web page guessing at 127.0.0.1 never locks the owner's CLI out.
+ * Failures are counted in memory, or, given `shared` (a team server), where every replica counts.
  */
 export class LoginService {
   private readonly failures = new Map<string, { count: number; blockedUntil: number; last: number }>();
@@ -38,6 +54,7 @@ export class LoginService {
     private readonly clock: Clock,
     private readonly localProof: string | null = null,
     private readonly limits: LoginLimits = DEFAULT_LOGIN_LIMITS,
+    private readonly shared?: LoginFailureRepository,
   ) {}
 
   /** Whether a login carries the local CLI's proof. */
@@ -51,30 +68,38 @@ export class LoginService {
   async authenticate(username: string, password: string, address: string, opts: { localCli?: boolean } = {}): Promise<UserRecord> {
     const key = `${username.toLowerCase()}\0${opts.localCli ? 'local-cli' : address}`;
     const now = this.clock();
-    const entry = this.failures.get(key);
-    if (entry && now - entry.last > this.limits.forgetAfterMs) this.failures.delete(key);
-    else if (entry && entry.blockedUntil > now) throw rateLimited((entry.blockedUntil - now) / 1000);
-    // Counted as a failure before the (slow) password check and cleared on success, so parallel
-    // guesses cannot all slip in before the first of them is counted.
-    this.fail(key, now);
+    const blockedUntil = await this.begin(key, now);
+    if (blockedUntil !== null) throw rateLimited((blockedUntil - now) / 1000);
     // The decoy is ready before any user is looked up: the first login costs the same either way.
     const decoy = await decoyHash();
     const user = await this.users.findByName(username);
     const ok = await verifyPassword(password, user?.password_hash ?? decoy);
     if (!user || !ok) throw invalidCredentials();
-    this.failures.delete(key);
+    await this.clear(key);
     return user;
   }
 
-  private fail(key: string, now: number): void {
-    const entry = this.failures.get(key) ?? { count: 0, blockedUntil: 0, last: now };
-    entry.count++;
-    entry.last = now;
-    const over = entry.count - this.limits.freeFailures;
-    if (over >= 0) entry.blockedUntil = now + Math.min(this.limits.maxDelayMs, this.limits.baseDelayMs * 2 ** Math.min(over, 30));
+  /** The attempt counted (loginAttempt); answers until when the pair is blocked, or null. */
+  private async begin(key: string, now: number): Promise<number | null> {
+    const forgetBefore = now - this.limits.forgetAfterMs;
+    if (this.shared) {
+      return this.shared.modify(key, forgetBefore, (entry) => {
+        const attempt = loginAttempt(entry, now, this.limits);
+        return { next: attempt.next, result: attempt.blockedUntil };
+      });
+    }
+    const attempt = loginAttempt(this.failures.get(key), now, this.limits);
+    if (attempt.blockedUntil !== null) return attempt.blockedUntil;
+    // most recently failed last, so the sweep drops the least recent first
     this.failures.delete(key);
-    this.failures.set(key, entry);
+    this.failures.set(key, attempt.next);
     if (this.failures.size > MAX_TRACKED) this.sweep(now);
+    return null;
+  }
+
+  private async clear(key: string): Promise<void> {
+    if (this.shared) await this.shared.modify(key, this.clock() - this.limits.forgetAfterMs, () => ({ next: undefined, result: undefined }));
+    else this.failures.delete(key);
   }
 
   /** Drops forgotten entries, then the least recently failed ones beyond the cap. */

@@ -18,6 +18,8 @@ export interface AppDeps {
   baseUrl: () => string;
   /** random per start, also in daemon.json: how the CLI knows this daemon is its data dir's */
   instanceId?: string;
+  /** what this machine's CLI proves a login with; derived from the master key unless given (a team replica's own key) */
+  localLoginProof?: string;
 }
 
 /** What a verified Bearer credential (a token or an API key) stands on. */

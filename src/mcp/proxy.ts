@@ -1,8 +1,8 @@
 import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
-import { readRaw } from '../proxy/body.js';
+import { readRaw } from '../upstream/body.js';
 import type { ActivityNote, AppContext } from '../http/context.js';
-import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../proxy/scrub.js';
+import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
 import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';

@@ -30,7 +30,15 @@ export interface DownloadOptions {
   quotaBytes: number;
   /** non-public networks that downloads started by apps may still reach */
   allowNetworks: string[];
+  /**
+   * On a team server, the replica this is (replicaOf): a download's file is on the replica that
+   * started it, so only that one picks it back up after a restart.
+   */
+  replica?: string;
 }
+
+/** A team replica's name for its downloads, the same across its restarts: its host and data dir. */
+export const replicaOf = (host: string, dataDir: string) => createHash('sha256').update(`${host}\0${path.resolve(dataDir)}`).digest('base64url').slice(0, 16);
 
 
 /** A plain file name: no separators, no leading dot, nothing that could leave the models folder. */
@@ -134,7 +142,7 @@ export class ModelDownloads {
 
   /** What the caller may see: everything for the person, only the outcome for an app. */
   view(p: PullRecord, actor: PullActor): PullView {
-    const { user_id: _u, by_app: _b, expected_sha256: _e, ...rest } = this.withLiveProgress(p);
+    const { user_id: _u, by_app: _b, expected_sha256: _e, replica: _r, ...rest } = this.withLiveProgress(p);
     if (!actor.app) return rest;
     const final = p.status === 'done' || p.status === 'failed';
     return {
@@ -192,6 +200,7 @@ export class ModelDownloads {
       user_id: actor.userId,
       by_app: actor.app,
       expected_sha256: input.sha256 ?? null,
+      ...(this.options.replica ? { replica: this.options.replica } : {}),
     };
     await this.repos.transaction(async (repos) => {
       if ((await repos.modelPulls.list()).some((p) => p.filename === filename && (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying'))) {
@@ -225,9 +234,11 @@ export class ModelDownloads {
     return total;
   }
 
-  /** Picks unfinished downloads back up after a restart. */
+  /** Picks unfinished downloads back up after a restart (on a team server, this replica's own). */
   async resumeAll(): Promise<void> {
-    for (const p of await this.repos.modelPulls.list()) if (p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') this.run(p);
+    for (const p of await this.repos.modelPulls.list()) {
+      if ((p.status === 'queued' || p.status === 'downloading' || p.status === 'verifying') && (p.replica ?? null) === (this.options.replica ?? null)) this.run(p);
+    }
   }
 
   async stop(): Promise<void> {

@@ -43,10 +43,28 @@ export async function sweepOAuthState(repos: Repositories, now: number, codeTtlM
  * of their id and sealed, so db.json holds no usable token; codes, sessions and interactions
  * live in memory and expire on their own. `requestAddress` is the address of the request being
  * served (oidc-provider calls the adapter with no request in hand).
+ *
+ * `shared`: several replicas serve one store (a team server), and any of them may get the next
+ * step of an authorization another began, so every model is kept in the store, found by a hashed
+ * uid or user code where oidc-provider looks one up that way.
  */
-export function createAdapterClass(repos: Repositories, box: SecretBox, clients: OAuthClientsService, clock: () => number, requestAddress: () => string | undefined = () => undefined) {
+export function createAdapterClass(
+  repos: Repositories,
+  box: SecretBox,
+  clients: OAuthClientsService,
+  clock: () => number,
+  requestAddress: () => string | undefined = () => undefined,
+  opts: { shared?: boolean } = {},
+) {
   const open = (row: DurableRecord): Payload => JSON.parse(box.open(SEAL_KIND, row.id, row.payload)) as Payload;
   const memory = new Map<string, { payload: Payload; expiresAt: number | null }>();
+  /** a live stored row of `model` whose payload has this uid or user code */
+  const findStored = async (model: string, field: 'uid' | 'userCode', value: string): Promise<Payload | undefined> => {
+    const wanted = hashId(model, `${field}:${value}`);
+    const now = clock();
+    const row = (await repos.oauthState.list()).find((r) => r.model === model && r.lookup === wanted && (r.expires_at === null || r.expires_at > now));
+    return row ? open(row) : undefined;
+  };
 
   const sweepMemory = () => {
     const now = clock();
@@ -57,7 +75,7 @@ export function createAdapterClass(repos: Repositories, box: SecretBox, clients:
     readonly durable: boolean;
 
     constructor(readonly model: string) {
-      this.durable = DURABLE_MODELS.has(model);
+      this.durable = opts.shared === true || DURABLE_MODELS.has(model);
     }
 
     private key(id: string) {
@@ -76,7 +94,8 @@ export function createAdapterClass(repos: Repositories, box: SecretBox, clients:
       const now = clock();
       const key = hashId(this.model, id);
       const row: DurableRecord = { model: this.model, id: key, payload: box.seal(SEAL_KIND, key, JSON.stringify(payload)), grant_id: payload.grantId ?? null, expires_at: expiresAt, created_at: now };
-      await repos.oauthState.put(row);
+      const lookup = payload.uid ? hashId(this.model, `uid:${payload.uid}`) : payload.userCode ? hashId(this.model, `userCode:${payload.userCode}`) : undefined;
+      await repos.oauthState.put(opts.shared && lookup ? { ...row, lookup } : row);
     }
 
     async find(id: string): Promise<Payload | undefined> {
@@ -93,11 +112,13 @@ export function createAdapterClass(repos: Repositories, box: SecretBox, clients:
     }
 
     async findByUserCode(userCode: string): Promise<Payload | undefined> {
+      if (opts.shared) return findStored(this.model, 'userCode', userCode);
       for (const [key, v] of memory) if (key.startsWith(`${this.model}:`) && v.payload.userCode === userCode) return v.payload;
       return undefined;
     }
 
     async findByUid(uid: string): Promise<Payload | undefined> {
+      if (opts.shared) return findStored(this.model, 'uid', uid);
       for (const [key, v] of memory) if (key.startsWith(`${this.model}:`) && v.payload.uid === uid) return v.payload;
       return undefined;
     }

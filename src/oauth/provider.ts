@@ -161,7 +161,8 @@ export async function createAuthorizationServer(
   };
 
   const requestAddress = () => (providerStorage.getStore() as { ip?: string } | undefined)?.ip;
-  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock, requestAddress);
+  // On a team server the next step of an authorization may reach another replica: all of it is stored.
+  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock, requestAddress, { shared: config.database !== null });
   const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
   const secure = base.startsWith('https:');
   const provider = await withQuietConsole(deps.logger, () => {

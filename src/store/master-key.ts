@@ -96,12 +96,45 @@ async function keychainRoundTrip(keychain: Keychain, account: string, value: str
 }
 
 /** Throws when `box` (the master key) does not open the store's key check: wrong key, nothing changed. */
-export function checkStoreKey(box: { open(kind: string, id: string, sealed: string): string }, keyCheck: string): void {
+export function checkStoreKey(box: { open(kind: string, id: string, sealed: string): string }, keyCheck: string, team = false): void {
   try {
     if (box.open('meta', 'key_check', keyCheck) !== 'svc') throw new Error('mismatch');
   } catch {
-    throw new MasterKeyError('The master key does not open this store (wrong keychain entry or master.key?). Nothing was changed.');
+    throw new MasterKeyError(
+      team
+        ? "The master key (SVC_MASTER_KEY or --master-key-file) does not open this database's sealed data: every replica needs the key the database was created with. Nothing was changed."
+        : 'The master key does not open this store (wrong keychain entry or master.key?). Nothing was changed.',
+    );
   }
+}
+
+/** Where a team server's master key comes from (config.ts's MasterKeySource). */
+export type TeamKeySource = { file: string } | { value: { reveal(): string } };
+
+/**
+ * The team's master key: the same 32 bytes on every replica of one database, given as
+ * SVC_MASTER_KEY or in the file --master-key-file names (base64url or base64). Never created
+ * here: a replica that makes up its own would seal what no other replica opens.
+ */
+export async function teamMasterKey(source: TeamKeySource | null): Promise<Buffer> {
+  const hint = 'Generate one with `openssl rand -base64 32` (or `head -c 32 /dev/urandom | base64`) and give every replica the same one.';
+  if (!source) throw new MasterKeyError(`--database needs the team's master key: set SVC_MASTER_KEY (32 bytes, base64url) or give --master-key-file. ${hint}`);
+  let text: string;
+  let where: string;
+  if ('file' in source) {
+    where = source.file;
+    try {
+      text = await readFile(source.file, 'utf8');
+    } catch (err) {
+      throw new MasterKeyError(`Cannot read the master key file ${source.file} (${(err as NodeJS.ErrnoException).code ?? 'unreadable'}).`);
+    }
+  } else {
+    where = 'SVC_MASTER_KEY';
+    text = source.value.reveal();
+  }
+  const key = Buffer.from(text.trim(), 'base64url');
+  if (key.length !== 32 || !/^[A-Za-z0-9+/_-]+={0,2}$/.test(text.trim())) throw new MasterKeyError(`The master key in ${where} is not 32 bytes of base64url. ${hint}`);
+  return key;
 }
 
 /**
@@ -110,13 +143,14 @@ export function checkStoreKey(box: { open(kind: string, id: string, sealed: stri
  */
 export async function resolveMasterKey(opts: {
   dataDir: string;
-  existingBackend: KeyBackend | null;
+  existingBackend: KeyBackend | 'team' | null;
   preference: KeyBackendPreference;
   keychain: Keychain;
 }): Promise<MasterKey> {
   const { dataDir, existingBackend, preference, keychain } = opts;
   const account = accountFor(dataDir);
 
+  if (existingBackend === 'team') throw new MasterKeyError("This store is a team's: its master key is the team's (SVC_MASTER_KEY or --master-key-file), not this machine's.");
   if (existingBackend === 'file') return { key: await readKeyFile(dataDir), backend: 'file' };
   if (existingBackend === 'keychain') {
     let text: string | null;

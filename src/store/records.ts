@@ -36,6 +36,8 @@ export interface OAuthStateRecord {
   expires_at: number | null;
   /** ms; absent on rows written before it was kept */
   created_at?: number;
+  /** a hash of the uid or user code oidc-provider finds this row by, on a team server (where every model is stored) */
+  lookup?: string;
 }
 
 export interface ProviderRecord {
@@ -81,6 +83,8 @@ export interface PullRecord {
   by_app?: boolean;
   /** the sha256 the caller gave, if any (`sha256` becomes the digest of what was found) */
   expected_sha256?: string | null;
+  /** on a team server, the replica whose data dir holds the file */
+  replica?: string;
 }
 
 export interface CachedTool {

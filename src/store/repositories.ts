@@ -4,11 +4,11 @@ import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, Sess
 /**
  * The seam between svc's features and where their data lives. Every feature reaches
  * its records through its own repository below, and nothing outside src/store sees how they are
- * stored. A second backend (a team server's database) implements these interfaces; the features
- * do not change. Two implementations exist: `storeRepositories` (store-repositories.ts) over the
- * journaled store, and `memoryRepositories` (memory-repositories.ts), plain maps with nothing of
- * the store, which the service unit tests run against. repositories.test.ts holds both to the
- * same contract.
+ * stored. Three implementations exist: `storeRepositories` (store-repositories.ts) over the
+ * journaled store, `memoryRepositories` (memory-repositories.ts), plain maps with nothing of the
+ * store, which the service unit tests run against, and `postgresRepositories`
+ * (postgres/repositories.ts), a team server's, shared by several processes; the features did not
+ * change for it. repositories.test.ts holds all of them to the same contract.
  *
  * Every method is async, so a backend may be remote. Called on the `Repositories` object, each
  * call is its own atomic change; `transaction` groups several. Reads outside a transaction see
@@ -32,7 +32,12 @@ export interface RecordRepository<T> {
    * `change` not called) when there is none.
    */
   update(key: string, change: (record: T) => void): Promise<T | undefined>;
-  /** Each durable change (the new record, or undefined once deleted): an index follows it instead of rebuilding. */
+  /**
+   * Each durable change (the new record, or undefined once deleted): an index follows it instead of
+   * rebuilding. This process's changes are told as they commit; on a team server another
+   * replica's arrive a moment after it answered (postgres/changes.ts), so nothing that must hold
+   * at once (a revoke) may rest on it.
+   */
   onChange(fn: (key: string, record: T | undefined) => void): void;
 }
 
@@ -57,6 +62,11 @@ export function draftCapReached(undecided: Iterable<string>, clientId: string, c
     all++;
     if (client === clientId) mine++;
   }
+  return draftCapFromCounts(mine, all, caps);
+}
+
+/** The same answer from the counts: the client's own undecided drafts, and everyone's. */
+export function draftCapFromCounts(mine: number, all: number, caps: DraftCaps): DraftInsert | undefined {
   if (mine >= caps.perClient) return { stored: false, full: 'client', count: mine };
   if (all >= caps.total) return { stored: false, full: 'all', count: all };
   return undefined;
@@ -116,7 +126,28 @@ export interface RepositorySet {
   signingKeys: ValueRepository<string | undefined>;
 }
 
+/** A failed-login counter, as the login service keeps one per (username, address). */
+export interface LoginFailureEntry {
+  count: number;
+  blockedUntil: number;
+  last: number;
+}
+
+/**
+ * Login failures kept where every replica of a team server counts them. `modify` reads the entry
+ * under `key`, stores what `fn` answers for it (undefined: none) and answers `fn`'s result, as one
+ * atomic step; entries last changed before `forgetBefore` go meanwhile.
+ */
+export interface LoginFailureRepository {
+  modify<R>(key: string, forgetBefore: number, fn: (entry: LoginFailureEntry | undefined) => { next: LoginFailureEntry | undefined; result: R }): Promise<R>;
+}
+
 export interface Repositories extends RepositorySet {
+  /**
+   * Where login failures are counted when other processes serve the same data (a team server);
+   * absent, this process is the only one, and the login service counts them in memory.
+   */
+  loginFailures?: LoginFailureRepository;
   /**
    * Runs `fn` as one atomic change across repositories: every write in it becomes durable
    * together or not at all, and its reads see its own writes and every earlier change. `fn` uses

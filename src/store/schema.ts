@@ -123,8 +123,8 @@ export interface ApiKeyRecord {
 export interface DbMeta {
   schema: 1;
   created_at: string;
-  /** where the master key lives; the daemon refuses to start if it cannot be found there */
-  key_backend: 'keychain' | 'file';
+  /** where the master key lives; the daemon refuses to start if it cannot be found there (`team`: every replica is given it) */
+  key_backend: 'keychain' | 'file' | 'team';
   /** a sealed known value, to detect a wrong master key before anything is written */
   key_check: string;
   /** sealed cookie-signing keys */

@@ -65,6 +65,8 @@ export function App({ width, height, color, user }: AppProps) {
             cursor={d.cursor}
             secondsLeft={detailSecondsLeft(d, s.now)}
             picks={d.picks}
+            limits={d.limits}
+            editing={d.editing}
             width={width}
             height={body}
             color={color}

@@ -447,6 +447,23 @@ describe('with the real client against a real daemon', () => {
     await ui.see(/^Status\s+denied \(no longer pending\)$/m);
   });
 
+  it('l sets limits in the detail before approving, and the grant gets them', async () => {
+    const created = await api.post('/svc/v1/apps/request-access', createBody({ app_client_id: 'limited-app' }));
+    const ui = mount(client, { clock: Date.now });
+    await ui.see('limited-app');
+    const rows = ui.frame().split('\n');
+    const row = rows.findIndex((l) => l.includes('limited-app')) - rows.findIndex((l) => /^\s*› /.test(l));
+    for (let i = 0; i < row; i++) await ui.press('j');
+    await ui.press(KEY.enter);
+    await ui.see(/^Client ID\s+limited-app$/m);
+    await ui.see(/^Limits\s+none calls\/min, none tokens\/day\s+l: set$/m);
+    await ui.press('l', '2', '5', '\t', '5', '0', '0', KEY.enter);
+    await ui.see(/^Limits\s+25 calls\/min, 500 tokens\/day/m);
+    await ui.press('a');
+    await ui.see('Approved limited-app');
+    expect((await api.get(`/svc/v1/access-requests/${created.body.id}/review`)).body.limits).toEqual({ requests_per_minute: 25, tokens_per_day: 500 });
+  });
+
   it('Tab opens the Apps view: the grants you let in with their live activity; l sets limits, r then y revokes, any other key keeps it', async () => {
     const created = await api.post('/svc/v1/apps/request-access', createBody({ app_client_id: 'apps-view-app' }));
     expect((await api.put(`/svc/v1/access-requests/${created.body.id}/approve`, { approved_role: 'scope_user_user' })).status).toBe(200);

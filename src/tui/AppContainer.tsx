@@ -101,6 +101,14 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
   const onKey = (input: string, key: KeyPress & { tab?: boolean; backspace?: boolean; delete?: boolean }) => {
     const s = stateRef.current;
     if (s.view === 'apps') return onAppsKey(input, key);
+    const d = s.detail;
+    if (s.screen === 'detail' && d?.editing) {
+      // the limits editor of the detail takes every key until Enter or Esc
+      if (key.escape || key.return) return actions.dispatch({ type: 'detail-limits', limits: d.limits, editing: null });
+      if (key.tab) return actions.dispatch({ type: 'detail-limits', limits: d.limits, editing: d.editing === 'rpm' ? 'tokens' : 'rpm' });
+      const typed = typeIntoLimit({ id: d.id, field: d.editing, ...d.limits }, input, Boolean(key.backspace || key.delete));
+      return actions.dispatch({ type: 'detail-limits', limits: { rpm: typed.rpm, tokens: typed.tokens }, editing: d.editing });
+    }
     if (key.tab && s.screen === 'list') return void actions.switchView();
     if (input === 'q') return actions.quit();
     if (key.escape) return s.screen !== 'list' ? actions.back() : actions.dispatch({ type: 'notice', notice: null });
@@ -132,6 +140,7 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
       }
       return;
     }
+    if (input === 'l' && s.detail) return actions.dispatch({ type: 'detail-limits', limits: s.detail.limits, editing: 'rpm' });
     if (input === ' ') return actions.toggle();
     if (input === 'r') return actions.cycleRole();
     if (input === 'a') return void actions.approve();

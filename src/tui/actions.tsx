@@ -63,6 +63,8 @@ export function createActions({ client, dispatch, getState, clock, exit, bell }:
   let appsPolling = false;
   /** what the bell already rang for */
   const rung = new Set<string>();
+  /** decisions made so far: a poll that started before one may still list what it decided */
+  let decisions = 0;
   let firstPoll = true;
   /** Open requests already re-read after leaving the draft list, so a poll re-reads each only once. */
   const reread = new Set<string>();
@@ -101,6 +103,7 @@ export function createActions({ client, dispatch, getState, clock, exit, bell }:
     dispatch({ type: 'busy', busy: true });
     try {
       await send.call(client, call.id);
+      decisions++;
       dispatch({ type: 'call-decided', id: call.id, text: how === 'approve' ? `Approved ${label}: it runs now, once.` : `Denied ${label}: it did not run.` });
     } catch (err) {
       dispatch({ type: 'busy', busy: false });
@@ -113,7 +116,10 @@ export function createActions({ client, dispatch, getState, clock, exit, bell }:
       if (polling) return;
       polling = true;
       try {
+        const before = decisions;
         const [requests, calls] = await Promise.all([client.listPending(), client.heldCalls ? client.heldCalls() : Promise.resolve(undefined)]);
+        // a decision made while this poll was out: its answer may predate it, so the next poll says
+        if (before !== decisions) return;
         dispatch({ type: 'list-loaded', requests, ...(calls ? { calls } : {}) });
         // The bell rings for each held call it has not rung for, and for requests that arrive while it runs.
         const fresh = [...(calls ?? []).map((c) => c.id), ...(firstPoll ? [] : requests.map((r) => r.id))].filter((id) => !rung.has(id));
@@ -187,11 +193,15 @@ export function createActions({ client, dispatch, getState, clock, exit, bell }:
       }
       dispatch({ type: 'busy', busy: true });
       try {
-        const res = await client.approve(d.id, { approved_role: d.role, approved: { version: '1', mcp_servers }, ...(Object.keys(tool_policies).length ? { tool_policies } : {}) });
+        const rpm = limitValue(d.limits.rpm);
+        const tokens = limitValue(d.limits.tokens);
+        const limits = rpm || tokens ? { limits: { requests_per_minute: rpm, tokens_per_day: tokens } } : {};
+        const res = await client.approve(d.id, { approved_role: d.role, approved: { version: '1', mcp_servers }, ...limits, ...(Object.keys(tool_policies).length ? { tool_policies } : {}) });
         const text =
           res.status === 'denied'
             ? `Denied ${appLabel(s)}: it signs in for an MCP instance you did not tick, so its token could reach nothing.`
             : `Approved ${appLabel(s)} as ${res.approved_role} with ${count} MCP instance${count === 1 ? '' : 's'}.`;
+        decisions++;
         dispatch({ type: 'decided', id: d.id, text });
       } catch (err) {
         dispatch({ type: 'busy', busy: false });
@@ -209,6 +219,7 @@ export function createActions({ client, dispatch, getState, clock, exit, bell }:
       dispatch({ type: 'busy', busy: true });
       try {
         await client.deny(d.id);
+        decisions++;
         dispatch({ type: 'decided', id: d.id, text: `Denied ${appLabel(s)}.` });
       } catch (err) {
         dispatch({ type: 'busy', busy: false });

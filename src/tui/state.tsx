@@ -31,6 +31,9 @@ export interface DetailState {
   cursor: number;
   /** The choice the reviewer set per instance and tool (starting from each tool's choice). */
   picks: Record<string, Record<string, ToolChoice>>;
+  /** The limits `a` would set (empty: none), and whether `l` is editing them. */
+  limits: { rpm: string; tokens: string };
+  editing: 'rpm' | 'tokens' | null;
 }
 
 export interface UIState {
@@ -78,6 +81,7 @@ export type Action =
   | { type: 'notice'; notice: Notice | null }
   | { type: 'tick'; now: number }
   | { type: 'switch-view' }
+  | { type: 'detail-limits'; limits: { rpm: string; tokens: string }; editing: 'rpm' | 'tokens' | null }
   | AppsAction;
 
 export const initialState = (now: number): UIState => ({
@@ -171,6 +175,8 @@ const clamp = (n: number, max: number) => Math.max(0, Math.min(n, max));
 export function reducer(state: UIState, action: Action): UIState {
   if (action.type.startsWith('apps/')) return { ...state, apps: appsReducer(state.apps, action as AppsAction) };
   switch (action.type) {
+    case 'detail-limits':
+      return state.detail ? { ...state, detail: { ...state.detail, limits: action.limits, editing: action.editing } } : state;
     case 'switch-view':
       return { ...state, view: state.view === 'requests' ? 'apps' : 'requests', notice: null, apps: { ...state.apps, confirmRevoke: null, edit: null } };
     case 'list-loaded': {
@@ -225,7 +231,7 @@ export function reducer(state: UIState, action: Action): UIState {
         ...state,
         screen: 'detail',
         notice: null,
-        detail: { id: action.id, data: null, fetchedAt: action.at, role: null, selected: [], cursor: 0, picks: {} },
+        detail: { id: action.id, data: null, fetchedAt: action.at, role: null, selected: [], cursor: 0, picks: {}, limits: { rpm: '', tokens: '' }, editing: null },
       };
     case 'detail-loaded': {
       if (!state.detail || state.detail.id !== action.data.id) return state;

@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { CLIENT_KIND_BADGES } from '../access-requests/client-kinds.js';
-import { type AppInfo, clientView, reviewView, type ToolReview } from '../access-requests/routes.js';
+import { type AppInfo, clientView, reviewView, type ToolReview } from '../access-requests/views.js';
 import { CHOICE_LABELS, hintWords, policyFromPicks } from '../mcp/choices.js';
 import { TOOL_CHOICES } from '../mcp/policy-schemas.js';
 import type { ToolChoice, ToolPolicy } from '../store/schema.js';

@@ -4,12 +4,13 @@ import { AppError } from '../../errors.js';
 import { CorruptStoreError, FileWriteError, StoreUnavailableError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
+import { DatabaseUnavailableError } from '../../store/postgres/url.js';
 import { CliError } from '../errors.js';
 import { type Output, setOutputClosedHandler } from '../output.js';
 
 /** What a start that failed tells the user: the known causes as plain messages naming the file. */
 function startupError(err: unknown, config: { host: string; port: number }): unknown {
-  if (err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof FileWriteError) {
+  if (err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof FileWriteError || err instanceof DatabaseUnavailableError) {
     return new CliError(err.message);
   }
   // A store write that failed during first-start setup: its cause names the file.
@@ -32,6 +33,7 @@ Examples:
   $ svc serve                         # 127.0.0.1:7878, data in $XDG_DATA_HOME/svc
   $ svc serve --port 0                # any free port; the address is printed
   $ svc serve --data-dir /tmp/svc --base-url https://svc.example.test
+  $ svc serve --database postgres://svc@db.internal/svc --master-key-file /etc/svc/master.key
 `,
     )
     .option('--base-url <url>', 'public base URL used in review links (env SVC_BASE_URL)')
@@ -63,6 +65,8 @@ Examples:
     .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
     .option('--call-approval-timeout <s>', 'seconds a held tool call waits for your decision before the app is told nobody answered (env SVC_CALL_APPROVAL_TIMEOUT; default 55)')
     .option('--no-notify', 'no desktop notifications of held tool calls and new access requests (env SVC_NOTIFY=0)')
+    .option('--database <url>', "a team server: keep all state in PostgreSQL at this postgres:// URL, shared by every replica (env SVC_DATABASE_URL)")
+    .option('--master-key-file <path>', "with --database: the file holding the team's master key, 32 bytes base64url, the same on every replica (or env SVC_MASTER_KEY)")
     .action(async (_opts, cmd: Command) => {
       const flags = cmd.optsWithGlobals();
       let config;

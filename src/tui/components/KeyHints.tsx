@@ -16,7 +16,7 @@ export interface KeyHintsProps {
 
 const HINTS: Record<HintScreen, string> = {
   list: '↑↓/jk move  Enter open  Tab apps  g tool choices  q quit',
-  detail: '↑↓/jk move  space toggle/choose  r role  a approve  d deny  Esc back  q quit',
+  detail: '↑↓/jk move  space toggle  r role  l limits  a approve  d deny  Esc back  q quit',
   call: 'a approve  d deny  Esc back  q quit',
   grants: '↑↓/jk move  Enter tool choices  Esc back  q quit',
   grant: '↑↓/jk move  space allow/ask/deny  s save  Esc back  q quit',

@@ -18,6 +18,9 @@ export interface RequestDetailProps {
   secondsLeft: number;
   /** the reviewer's tool choices per instance (absent: each tool's own) */
   picks?: Record<string, Record<string, ToolChoice>>;
+  /** the limits `a` would set, as typed (empty: none), and the field `l` is editing */
+  limits?: { rpm: string; tokens: string };
+  editing?: 'rpm' | 'tokens' | null;
   width: number;
   /** Lines this view may use. */
   height: number;
@@ -49,7 +52,7 @@ function Field({ label, children, color }: { label: string; children: ReactNode;
 const roleText = (role: AppRole) => `${role} (${ROLE_NAMES[role]})`;
 
 /** One request: who asks, for what role, which MCP servers, with the reviewer's instances to tick. */
-export function RequestDetail({ data, role, selected, cursor, secondsLeft, picks, width, height, color }: RequestDetailProps) {
+export function RequestDetail({ data, role, selected, cursor, secondsLeft, picks, limits = { rpm: '', tokens: '' }, editing = null, width, height, color }: RequestDetailProps) {
   if (!data) {
     return (
       <Box width={width}>
@@ -75,7 +78,7 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, picks
   const chosen = new Set(selected);
   const selectedCount = data.mcp_servers.reduce((n, s) => n + s.instances.filter((i) => i.enabled && chosen.has(i.id)).length, 0);
   const canCycle = ROLES.indexOf(data.max_grantable_role) > 0;
-  const fixed = 7 + (data.app_description ? 1 : 0) + (data.app_registered === false ? 1 : 0) + (data.redirect_url ? 1 : 0);
+  const fixed = 8 + (data.app_description ? 1 : 0) + (data.app_registered === false ? 1 : 0) + (data.redirect_url ? 1 : 0);
   const cursorLine = Math.max(0, lines.findIndex((l) => (l.kind === 'instance' || l.kind === 'tool') && l.index === cursor));
   const { start, end } = windowFor(lines.length, cursorLine, height - fixed);
   const above = start;
@@ -117,6 +120,14 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, picks
         <Text wrap="truncate-end">
           <Text {...tone(color, 'accent')}>{role ? roleText(role) : ''}</Text>
           <Text {...tone(color, 'muted')}>{canCycle ? '  r: change' : '  (the most you may grant)'}</Text>
+        </Text>
+      </Field>
+      <Field label="Limits" color={color}>
+        <Text wrap="truncate-end">
+          <Text {...(editing ? tone(color, 'warning') : tone(color, 'accent'))}>
+            {`${limits.rpm || (editing === 'rpm' ? '' : 'none')}${editing === 'rpm' ? '▏' : ''} calls/min, ${limits.tokens || (editing === 'tokens' ? '' : 'none')}${editing === 'tokens' ? '▏' : ''} tokens/day`}
+          </Text>
+          <Text {...tone(color, 'muted')}>{editing ? '  digits, Tab, Enter' : '  l: set'}</Text>
         </Text>
       </Field>
       <Field label={data.status === 'draft' ? 'Time left' : 'Status'} color={color}>

@@ -1,0 +1,431 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isDeepStrictEqual } from 'node:util';
+import type pg from 'pg';
+import type { AliasRecord, OAuthClientRecord, OAuthStateRecord, ProviderRecord, PullRecord, ToolCache } from '../records.js';
+import {
+  type AccessRequestRepository,
+  type ApiKeyRepository,
+  type DraftCaps,
+  draftCapFromCounts,
+  type DraftInsert,
+  type LoginFailureEntry,
+  type LoginFailureRepository,
+  type McpToolCacheRepository,
+  type RecordRepository,
+  type Repositories,
+  type RepositorySet,
+  type UserRepository,
+  type ValueRepository,
+} from '../repositories.js';
+import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from '../schema.js';
+import { deepFreeze } from '../tables.js';
+import { connectionLost, isRetryable, storeError } from './errors.js';
+
+/**
+ * The repositories over PostgreSQL: the team server's backend, held to the same contract as the
+ * file store's (repositories.test.ts runs against both). Tables are those of migrations.ts.
+ *
+ * Writes run in SERIALIZABLE transactions, run again (a few times, after a short random pause)
+ * when PostgreSQL reports a conflict: a transaction's checks and writes then behave as if
+ * transactions ran one at a time, which is what the file store's single writer gives, across every
+ * replica on the database. `update` reads the row FOR UPDATE, so of two decisions on one draft
+ * exactly one sees `draft`; `insertDraft` counts the undecided drafts and inserts in one such
+ * transaction, so two replicas never both fill the last place. Reads outside a transaction are
+ * single statements and see what is committed.
+ *
+ * `onChange` listeners hear every change this process commits, once it is committed. Changes
+ * committed by other replicas reach them through `followChanges` (changes.ts), when it runs.
+ */
+
+/** one committed change, told to listeners */
+export interface Change {
+  table: string;
+  key: string;
+  record: unknown;
+}
+
+type Listener = (key: string, record: unknown) => void;
+/** the channel on which replicas tell each other what they changed (changes.ts) */
+export const CHANNEL = 'svc_changes';
+type Query = (sql: string, params?: unknown[]) => Promise<pg.QueryResult>;
+
+const MAX_ATTEMPTS = 8;
+/** Set while a transaction's `fn` runs, in tests only (see store.ts for why not in the daemon). */
+const inTransaction = process.env.NODE_ENV === 'test' ? new AsyncLocalStorage<boolean>() : null;
+const nestedTransaction = () => new Error('a transaction was started inside another one: use the repositories the transaction gives');
+
+/** What every repository of one postgresRepositories() shares: the pool, the listeners, the announcer. */
+export class PostgresShared {
+  readonly listeners = new Map<string, Listener[]>();
+  /** the notice other replicas get of a transaction's changes (changes.ts), sent with its COMMIT */
+  announce: ((changes: Change[]) => string | null) | null = null;
+
+  constructor(readonly pool: pg.Pool) {}
+
+  listen(table: string, fn: Listener): void {
+    const list = this.listeners.get(table) ?? [];
+    list.push(fn);
+    this.listeners.set(table, list);
+  }
+
+  tell(changes: Change[]): void {
+    for (const c of changes) for (const fn of this.listeners.get(c.table) ?? []) fn(c.key, c.record);
+  }
+
+  async read(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+    try {
+      return await this.pool.query(sql, params);
+    } catch (err) {
+      throw storeError(err);
+    }
+  }
+
+  /**
+   * Runs `fn` in a SERIALIZABLE transaction on one client, again after a conflict, and tells the
+   * listeners its changes once it committed. A client whose connection failed is thrown away.
+   */
+  async transaction<R>(fn: (tx: TxState) => Promise<R>): Promise<R> {
+    if (inTransaction?.getStore()) throw nestedTransaction();
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient;
+      try {
+        client = await this.pool.connect();
+      } catch (err) {
+        throw storeError(err);
+      }
+      const tx = new TxState(client);
+      // A checked-out client that loses its connection between two statements reports it as an
+      // event (the pool listens only to idle ones): unheard, it would end the process.
+      const lost = (err: Error) => void (tx.failure ??= err);
+      client.on('error', lost);
+      let broken = false;
+      try {
+        await tx.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+        const result = await (inTransaction ? inTransaction.run(true, () => fn(tx)) : fn(tx));
+        // a failed statement that `fn` caught still fails the transaction, and says why
+        if (tx.failure) throw tx.failure;
+        // The notice goes in the same round trip as the COMMIT: PostgreSQL delivers it exactly
+        // when the transaction commits, and never for one that does not.
+        const notice = tx.changes.length ? this.announce?.(tx.changes) : null;
+        await client.query(notice ? `SELECT pg_notify('${CHANNEL}', ${client.escapeLiteral(notice)}); COMMIT` : 'COMMIT');
+        this.tell(tx.changes);
+        return result;
+      } catch (err) {
+        const cause = tx.failure ?? err;
+        broken = connectionLost(cause);
+        if (!broken) await client.query('ROLLBACK').catch(() => (broken = true));
+        if (isRetryable(cause) && attempt < MAX_ATTEMPTS) {
+          await sleep(Math.random() * 5 * attempt);
+          continue;
+        }
+        throw storeError(cause);
+      } finally {
+        client.off('error', lost);
+        client.release(broken);
+      }
+    }
+  }
+}
+
+/** The running transaction: its client, its changes so far, and the first statement that failed. */
+class TxState {
+  readonly changes: Change[] = [];
+  failure: unknown = null;
+
+  constructor(private readonly client: pg.PoolClient) {}
+
+  readonly query: Query = async (sql, params) => {
+    try {
+      return await this.client.query(sql, params);
+    } catch (err) {
+      this.failure ??= err;
+      throw storeError(err);
+    }
+  };
+}
+
+/** Where a repository works: on its own (each write a transaction of its own) or in a transaction. */
+interface Scope {
+  shared: PostgresShared;
+  tx?: TxState;
+}
+
+const read = (scope: Scope, sql: string, params: unknown[]) => (scope.tx ? scope.tx.query(sql, params) : scope.shared.read(sql, params));
+const write = <R>(scope: Scope, fn: (tx: TxState) => Promise<R>): Promise<R> => (scope.tx ? fn(scope.tx) : scope.shared.transaction(fn));
+
+/** A record as stored and read back: what JSON keeps of it, frozen. */
+const stored = <T>(record: T): T => deepFreeze(JSON.parse(JSON.stringify(record)) as T);
+
+/** How a collection is laid out: its table, its key, and the columns its lookups use. */
+export interface TableSpec<T> {
+  table: string;
+  keyOf: ((record: T) => string) | null;
+  columns?: Record<string, (record: T) => string | number | null>;
+}
+
+const msOf = (iso: string | null | undefined) => {
+  const t = iso ? Date.parse(iso) : NaN;
+  return Number.isFinite(t) ? t : null;
+};
+
+export const TABLES = {
+  users: { table: 'users', keyOf: (u) => u.id, columns: { username_lower: (u) => u.username.toLowerCase() } } as TableSpec<UserRecord>,
+  sessions: { table: 'sessions', keyOf: (s) => s.id_hash, columns: { user_id: (s) => s.user_id } } as TableSpec<SessionRecord>,
+  access_requests: {
+    table: 'access_requests',
+    keyOf: (r) => r.id,
+    columns: { app_client_id: (r) => r.app_client_id, status: (r) => r.status, user_id: (r) => r.user_id, expires_ms: (r) => msOf(r.expires_at) },
+  } as TableSpec<AccessRequestRecord>,
+  api_keys: { table: 'api_keys', keyOf: (k) => k.id, columns: { key_hash: (k) => k.key_hash, access_request_id: (k) => k.access_request_id } } as TableSpec<ApiKeyRecord>,
+  oauth_clients: { table: 'oauth_clients', keyOf: (c) => c.client_id } as TableSpec<OAuthClientRecord>,
+  oauth_state: { table: 'oauth_state', keyOf: (r) => `${r.model}:${r.id}`, columns: { model: (r) => r.model, grant_id: (r) => r.grant_id, expires_at: (r) => r.expires_at } } as TableSpec<OAuthStateRecord>,
+  providers: { table: 'providers', keyOf: (p) => p.name } as TableSpec<ProviderRecord>,
+  mcp_instances: { table: 'mcp_instances', keyOf: (m) => m.id } as TableSpec<McpInstanceRecord>,
+  mcp_tools: { table: 'mcp_tools', keyOf: null } as TableSpec<ToolCache>,
+  model_aliases: { table: 'model_aliases', keyOf: (a) => a.id } as TableSpec<AliasRecord>,
+  model_pulls: { table: 'model_pulls', keyOf: (p) => p.id } as TableSpec<PullRecord>,
+};
+
+/** INSERT or replace one record (keeping the order it was first stored in), with its columns. */
+export async function putRow<T>(query: Query, spec: TableSpec<T>, key: string, record: T): Promise<void> {
+  const names = Object.keys(spec.columns ?? {});
+  const values = names.map((n) => spec.columns![n](record));
+  const cols = ['key', 'record', ...names].join(', ');
+  const params = names.map((_, i) => `$${i + 3}`);
+  const set = ['record = EXCLUDED.record', ...names.map((n) => `${n} = EXCLUDED.${n}`)].join(', ');
+  await query(`INSERT INTO ${spec.table} (${cols}) VALUES ($1, $2${params.length ? `, ${params.join(', ')}` : ''}) ON CONFLICT (key) DO UPDATE SET ${set}`, [key, JSON.stringify(record), ...values]);
+}
+
+class PgRecords<T> implements RecordRepository<T> {
+  constructor(
+    protected readonly scope: Scope,
+    protected readonly spec: TableSpec<T>,
+  ) {}
+
+  protected get table() {
+    return this.spec.table;
+  }
+
+  /** the first record a query answers, or undefined */
+  protected async one(sql: string, params: unknown[]): Promise<T | undefined> {
+    const res = await read(this.scope, sql, params);
+    return res.rows.length ? deepFreeze(res.rows[0].record as T) : undefined;
+  }
+
+  protected async many(sql: string, params: unknown[]): Promise<T[]> {
+    const res = await read(this.scope, sql, params);
+    return res.rows.map((r) => deepFreeze(r.record as T));
+  }
+
+  get(key: string) {
+    return this.one(`SELECT record FROM ${this.table} WHERE key = $1`, [key]);
+  }
+
+  list() {
+    return this.many(`SELECT record FROM ${this.table} ORDER BY seq`, []);
+  }
+
+  async count() {
+    const res = await read(this.scope, `SELECT count(*)::int AS n FROM ${this.table}`, []);
+    return res.rows[0].n as number;
+  }
+
+  put(record: T) {
+    return this.putUnder(this.spec.keyOf!(record), record);
+  }
+
+  /** stores `record` under `key` (the key a record without one of its own is given) */
+  putUnder(key: string, record: T): Promise<T> {
+    const kept = stored(record);
+    return write(this.scope, async (tx) => {
+      await putRow(tx.query, this.spec, key, kept);
+      tx.changes.push({ table: this.table, key, record: kept });
+      return kept;
+    });
+  }
+
+  delete(key: string) {
+    return write(this.scope, async (tx) => {
+      const res = await tx.query(`DELETE FROM ${this.table} WHERE key = $1`, [key]);
+      if (!res.rowCount) return false;
+      tx.changes.push({ table: this.table, key, record: undefined });
+      return true;
+    });
+  }
+
+  update(key: string, change: (record: T) => void) {
+    return write(this.scope, async (tx) => {
+      const res = await tx.query(`SELECT record FROM ${this.table} WHERE key = $1 FOR UPDATE`, [key]);
+      if (!res.rows.length) return undefined;
+      const current = res.rows[0].record as T;
+      // a copy, stored only if `change` returns: a refusal halfway leaves nothing behind
+      const next = structuredClone(current);
+      change(next);
+      // nothing changed, nothing written (and no listener called)
+      if (isDeepStrictEqual(next, current)) return deepFreeze(current);
+      const kept = stored(next);
+      await putRow(tx.query, this.spec, key, kept);
+      tx.changes.push({ table: this.table, key, record: kept });
+      return kept;
+    });
+  }
+
+  onChange(fn: (key: string, record: T | undefined) => void) {
+    this.scope.shared.listen(this.table, fn as Listener);
+  }
+}
+
+class PgAccessRequests extends PgRecords<AccessRequestRecord> implements AccessRequestRepository {
+  constructor(scope: Scope) {
+    super(scope, TABLES.access_requests);
+  }
+
+  insertDraft(record: AccessRequestRecord, caps: DraftCaps, now: number): Promise<DraftInsert> {
+    const kept = stored(record);
+    return write(this.scope, async (tx): Promise<DraftInsert> => {
+      // Serializable: a draft another replica inserts meanwhile makes one of the two run again.
+      const res = await tx.query(
+        "SELECT count(*) FILTER (WHERE app_client_id = $1)::int AS mine, count(*)::int AS everyone FROM access_requests WHERE status = 'draft' AND expires_ms > $2",
+        [record.app_client_id, now],
+      );
+      const full = draftCapFromCounts(res.rows[0].mine as number, res.rows[0].everyone as number, caps);
+      if (full) return full;
+      await putRow(tx.query, this.spec, kept.id, kept);
+      tx.changes.push({ table: this.table, key: kept.id, record: kept });
+      return { stored: true };
+    });
+  }
+
+  approvedFor(clientId: string, userId?: string) {
+    return this.many(
+      `SELECT record FROM access_requests WHERE app_client_id = $1 AND status = 'approved' AND ($2::text IS NULL OR user_id = $2) ORDER BY seq`,
+      [clientId, userId ?? null],
+    );
+  }
+}
+
+class PgApiKeys extends PgRecords<ApiKeyRecord> implements ApiKeyRepository {
+  constructor(scope: Scope) {
+    super(scope, TABLES.api_keys);
+  }
+
+  findByHash(keyHash: string) {
+    return this.one('SELECT record FROM api_keys WHERE key_hash = $1 ORDER BY seq LIMIT 1', [keyHash]);
+  }
+}
+
+class PgUsers extends PgRecords<UserRecord> implements UserRepository {
+  constructor(scope: Scope) {
+    super(scope, TABLES.users);
+  }
+
+  findByName(username: string) {
+    return this.one('SELECT record FROM users WHERE username_lower = $1 ORDER BY seq LIMIT 1', [username.toLowerCase()]);
+  }
+}
+
+/** A tool cache carries no key of its own: it is stored under the instance id given. */
+class PgToolCaches implements McpToolCacheRepository {
+  private readonly records: PgRecords<ToolCache>;
+
+  constructor(scope: Scope) {
+    this.records = new PgRecords(scope, TABLES.mcp_tools);
+  }
+
+  get(instanceId: string) {
+    return this.records.get(instanceId);
+  }
+
+  async set(instanceId: string, cache: ToolCache) {
+    await this.records.putUnder(instanceId, cache);
+  }
+
+  delete(instanceId: string) {
+    return this.records.delete(instanceId);
+  }
+}
+
+class PgValue<T> implements ValueRepository<T> {
+  constructor(
+    private readonly scope: Scope,
+    private readonly name: string,
+    private readonly empty: T,
+  ) {}
+
+  async get() {
+    const res = await read(this.scope, 'SELECT value FROM svc_values WHERE name = $1', [this.name]);
+    return res.rows.length ? deepFreeze(res.rows[0].value as T) : this.empty;
+  }
+
+  async set(value: T) {
+    await write(this.scope, async (tx) => {
+      if (value === undefined) await tx.query('DELETE FROM svc_values WHERE name = $1', [this.name]);
+      else await tx.query('INSERT INTO svc_values (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value', [this.name, JSON.stringify(value)]);
+    });
+  }
+}
+
+/** Login failures in one table every replica counts in, under a hash of the key. */
+class PgLoginFailures implements LoginFailureRepository {
+  constructor(private readonly shared: PostgresShared) {}
+
+  modify<R>(key: string, forgetBefore: number, fn: (entry: LoginFailureEntry | undefined) => { next: LoginFailureEntry | undefined; result: R }): Promise<R> {
+    const hashed = createHash('sha256').update(key).digest('base64url');
+    return this.shared.transaction(async (tx) => {
+      await tx.query('DELETE FROM login_failures WHERE last < $1', [forgetBefore]);
+      const res = await tx.query('SELECT count, blocked_until, last FROM login_failures WHERE key = $1 FOR UPDATE', [hashed]);
+      const row = res.rows[0];
+      const { next, result } = fn(row ? { count: Number(row.count), blockedUntil: Number(row.blocked_until), last: Number(row.last) } : undefined);
+      if (!next) await tx.query('DELETE FROM login_failures WHERE key = $1', [hashed]);
+      else {
+        await tx.query(
+          'INSERT INTO login_failures (key, count, blocked_until, last) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO UPDATE SET count = EXCLUDED.count, blocked_until = EXCLUDED.blocked_until, last = EXCLUDED.last',
+          [hashed, next.count, next.blockedUntil, next.last],
+        );
+      }
+      return result;
+    });
+  }
+}
+
+function repositorySet(scope: Scope): RepositorySet {
+  return {
+    accessRequests: new PgAccessRequests(scope),
+    apiKeys: new PgApiKeys(scope),
+    users: new PgUsers(scope),
+    sessions: new PgRecords(scope, TABLES.sessions),
+    mcpInstances: new PgRecords(scope, TABLES.mcp_instances),
+    mcpTools: new PgToolCaches(scope),
+    oauthClients: new PgRecords(scope, TABLES.oauth_clients),
+    oauthState: new PgRecords(scope, TABLES.oauth_state),
+    providers: new PgRecords(scope, TABLES.providers),
+    modelAliases: new PgRecords(scope, TABLES.model_aliases),
+    modelPulls: new PgRecords(scope, TABLES.model_pulls),
+    meta: new PgValue<DbMeta | null>(scope, 'meta', null),
+    signingKeys: new PgValue<string | undefined>(scope, 'oauth_keys', undefined),
+  };
+}
+
+export interface PostgresRepositories extends Repositories {
+  /** the pool and listeners these repositories share (changes.ts follows other replicas through it) */
+  readonly shared: PostgresShared;
+}
+
+/**
+ * Every feature's repository over `pool`, whose database migrate() has brought to the current
+ * schema. The pool is the caller's to end.
+ */
+export function postgresRepositories(pool: pg.Pool): PostgresRepositories {
+  const shared = new PostgresShared(pool);
+  return {
+    ...repositorySet({ shared }),
+    shared,
+    loginFailures: new PgLoginFailures(shared),
+    transaction: (fn) => shared.transaction((tx) => fn(repositorySet({ shared, tx }))),
+  };
+}
+
+/** A name for this process in change notifications, so that it skips its own. */
+export const newOrigin = () => randomBytes(9).toString('base64url');
