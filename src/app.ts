@@ -29,6 +29,12 @@ import { McpInstancesService } from './mcp/instances.js';
 import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
 import { McpToolsService } from './mcp/tools.js';
+import { callRoutes } from './mcp/call-routes.js';
+import { HeldCalls } from './mcp/held-calls.js';
+import { ToolPolicies } from './mcp/policies.js';
+import { DesktopNotifier } from './notify/desktop.js';
+import { mountCallsUi } from './ui/calls.js';
+import { mountGrantToolsUi } from './ui/grant-tools.js';
 import { ModelCatalog } from './models/catalog.js';
 import { ModelDownloads, replicaOf } from './models/downloads.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
@@ -99,6 +105,19 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   );
   const keys = new ApiKeysService(deps.repos, requests, deps.clock);
   const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
+  // A review waits for an instance's tool list at most this long; a call of a tool may wait the full timeout.
+  const policies = new ToolPolicies(deps.repos, mcpTools, deps.clock, deps.logger, Math.min(5_000, deps.config.mcpTimeoutMs));
+  const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000);
+  const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
+  held.onHeld((c) => notifier.notify(`svc: ${c.app_name ?? c.app_client_id} wants to run ${c.tool}`, `On ${c.instance_name}. Approve or deny it at`, `${deps.baseUrl()}/ui/calls`));
+  // A new draft (created and not changed since) is news for the person too.
+  deps.repos.accessRequests.onChange((id, r) => {
+    if (r?.status !== 'draft' || r.created_at !== r.updated_at) return;
+    void appInfo(r.app_client_id).then(
+      (info) => notifier.notify(`svc: ${info?.name ?? r.app_client_id} asks for access`, 'Review it at', `${deps.baseUrl()}/ui/apps/access-requests/review?id=${encodeURIComponent(id)}`),
+      () => undefined,
+    );
+  });
   const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.repos, deps.clock);
   const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, {
@@ -161,12 +180,18 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
       handler: () => ({ status: 'ok' as const, version: VERSION }),
     }),
     ...authRoutes(deps, users, login, sameOrigin, loginLinks),
-    ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u)),
+    ...accessRequestRoutes(deps, requests, (u) => instances.listOwned(u), policies),
     ...apiKeyRoutes(deps, keys),
     ...mcpInstanceRoutes(instances, deps.baseUrl),
     ...oauthClientRoutes(clients),
     ...protectedResourceRoutes(deps, issuer),
-    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs, openStreams),
+    ...appMcpRoutes(instances, mcpTools, mcpOriginAllowed, deps.config.mcpTimeoutMs, openStreams, {
+      policies,
+      held,
+      repos: deps.repos,
+      appName: async (clientId) => (await appInfo(clientId))?.name ?? null,
+    }),
+    ...callRoutes(deps, held, policies),
     ...providerRoutes(providers),
     ...modelAliasRoutes(catalog),
     ...modelDownloadRoutes(downloads),
@@ -195,9 +220,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     ctx.redirect('/ui');
   });
   mountLoginUi(router, deps, login, sameOrigin, loginLinks);
-  mountHomeUi(router, deps, requests);
-  mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin);
+  mountHomeUi(router, deps, requests, (u) => held.pendingCount(u));
+  mountReviewUi(router, deps, requests, (u) => instances.listOwned(u), sameOrigin, policies);
   mountAppsUi(router, deps, requests, activity, (u) => instances.listOwned(u), sameOrigin);
+  mountCallsUi(router, deps, held, sameOrigin);
+  mountGrantToolsUi(router, deps, requests, policies, sameOrigin);
 
   // A cheap, unique-per-process request id (no randomness on the hot path).
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
@@ -319,9 +346,11 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     openApi,
     close: async () => {
       clearInterval(sweeping);
+      held.failAll('svc stopped');
       await downloads.stop();
       await activity.close();
     },
-    endOpenStreams: () => openStreams.endAll(),
+    // A held call never outlives this process: at a stop its app is told at once, and it cannot run later.
+    endOpenStreams: () => openStreams.endAll() + held.failAll('svc stopped'),
   };
 }

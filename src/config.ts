@@ -85,6 +85,10 @@ export interface Config {
   downloadQuotaBytes: number;
   /** Non-public networks (CIDR) that downloads started by app tokens may still reach, e.g. a LAN mirror. */
   downloadAllowNetworks: string[];
+  /** Desktop notifications of held tool calls and new access requests (notify-send, osascript). */
+  notify: boolean;
+  /** How long a held tool call waits for the person's decision, in seconds. */
+  callApprovalTimeoutS: number;
   /** A team server: all state in PostgreSQL at this URL (which may hold its password), not in the data dir's store. */
   database: Secret | null;
   /** The team's master key, only read with `database` (a file store keeps its key in the keychain or master.key). */
@@ -122,6 +126,9 @@ export interface ConfigFlags {
   maxDrafts?: string | number;
   downloadQuota?: string;
   downloadAllowNetworks?: string;
+  /** commander's `--no-notify`: false when given (true, its default, means not given) */
+  notify?: boolean;
+  callApprovalTimeout?: string | number;
   database?: string;
   masterKeyFile?: string;
 }
@@ -258,6 +265,8 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     maxDrafts: integer(pick(flags.maxDrafts, 'SVC_MAX_DRAFTS') ?? 1000, 'max-drafts', 1, 10_000_000),
     downloadQuotaBytes: parseSize(String(pick(flags.downloadQuota, 'SVC_DOWNLOAD_QUOTA') ?? '50GiB'), 'download-quota'),
     downloadAllowNetworks: networks(String(pick(flags.downloadAllowNetworks, 'SVC_DOWNLOAD_ALLOW_NETWORKS') ?? ''), 'download-allow-networks'),
+    notify: flags.notify !== false && !['0', 'false', 'off', 'no'].includes(String(env.SVC_NOTIFY ?? '').toLowerCase()),
+    callApprovalTimeoutS: integer(pick(flags.callApprovalTimeout, 'SVC_CALL_APPROVAL_TIMEOUT') ?? 55, 'call-approval-timeout', 1, 86_400),
     ...teamSettings(flags, env),
   };
 }

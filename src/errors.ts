@@ -58,6 +58,7 @@ export const ERROR_CODES = {
   file_exists: { status: 409, type: 'conflict_error', when: 'a file of that name exists' },
   download_quota_exceeded: { status: 409, type: 'conflict_error', when: 'the user\'s download quota is used up' },
   too_many_keys: { status: 409, type: 'conflict_error', when: 'the person has 100 live API keys' },
+  not_pending: { status: 409, type: 'conflict_error', when: 'a held tool call that was already decided, expired or ended' },
   payload_too_large: { status: 413, type: 'invalid_request_error', when: 'the body is over the limit' },
   unsupported_media_type: { status: 415, type: 'invalid_request_error', when: 'an MCP body that is not UTF-8 JSON' },
   rate_limited: { status: 429, type: 'rate_limit_error', when: 'a rate or concurrency limit (Retry-After)' },

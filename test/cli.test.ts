@@ -325,7 +325,8 @@ describe('svc requests', () => {
 
     const j = JSON.parse((await svc(['requests', 'show', approveId, '--json'])).stdout);
     expect(j).toMatchObject({ id: approveId, app_client_id: 'app-approve', status: 'draft', max_grantable_role: 'scope_user_power_user' });
-    expect(j.mcp_servers).toEqual([{ url: MCP_URL, instances: [{ id: instanceId, name: 'granted', url: MCP_URL, enabled: true, selected: true }] }]);
+    // nothing answers at MCP_URL, so the review could not fetch the instance's tools
+    expect(j.mcp_servers).toEqual([{ url: MCP_URL, instances: [{ id: instanceId, name: 'granted', url: MCP_URL, enabled: true, selected: true, tools_known: false, tools: [] }] }]);
 
     const missing = await svc(['requests', 'show', '00000000-0000-4000-8000-000000000000']);
     expect(missing.exitCode).toBe(1);

@@ -89,7 +89,15 @@ describe('npm run demo', { shuffle: false }, () => {
       expect(byName.get('delete_note')?.annotations).toMatchObject({ destructiveHint: true, readOnlyHint: false });
       const listed = await client.callTool({ name: 'list_notes', arguments: {} });
       expect(JSON.stringify(listed.content)).toContain('groceries');
-      const deleted = await client.callTool({ name: 'delete_note', arguments: { name: 'groceries' } });
+      // destructive, so the call waits for the person's yes (svc calls approve, the page, svc review)
+      const pending = client.callTool({ name: 'delete_note', arguments: { name: 'groceries' } });
+      let held: { id: string } | undefined;
+      for (const deadline = Date.now() + 10_000; !held; await new Promise((r) => setTimeout(r, 50))) {
+        held = ((await admin.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string }[]).find((c) => c.tool === 'delete_note');
+        if (!held && Date.now() > deadline) throw new Error('the destructive call was not held for the person');
+      }
+      expect((await admin.post(`/svc/v1/calls/${held.id}/approve`, {})).status).toBe(200);
+      const deleted = await pending;
       expect(deleted.isError).toBeFalsy();
       expect(JSON.stringify((await client.callTool({ name: 'list_notes', arguments: {} })).content)).not.toContain('groceries');
     } finally {

@@ -18,7 +18,7 @@ import {
   revokeResponse,
 } from './schemas.js';
 import { type AccessRequestsService, decisionRedirect, scopeFor } from './service.js';
-import { clientView, reviewView } from './views.js';
+import { clientView, reviewView, type ToolReview } from './views.js';
 
 const MINUTE = 60_000;
 
@@ -58,7 +58,7 @@ function pollLimit(deps: AppDeps): Middleware<AppState> {
   };
 }
 
-export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => Promise<McpInstanceRecord[]>): AnyRouteDef[] {
+export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsService, ownedInstances: (u: UserRecord) => Promise<McpInstanceRecord[]>, tools?: ToolReview): AnyRouteDef[] {
   const usernameOf = async (userId: string | null) => (userId ? ((await deps.repos.users.get(userId))?.username ?? null) : null);
   return [
     defineRoute({
@@ -158,7 +158,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
       async handler(ctx, { params }) {
         const user = ctx.state.user!;
         const record = await service.getVisible(user, params.id);
-        return reviewView(service, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl());
+        return reviewView(service, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools);
       },
     }),
     defineRoute({

@@ -4,6 +4,7 @@ import { httpUrl } from '../http/urls.js';
 import { clientKinds } from './client-kinds.js';
 import { grantLimits, grantUsage, storedLimits } from '../activity/schemas.js';
 import { accessRequestStatuses, appRoles } from '../store/schema.js';
+import { grantToolChoices, reviewTool, toolPolicies } from '../mcp/policy-schemas.js';
 
 export const MAX_MCP_SERVERS = 32;
 export const DRAFT_LIFETIME_MS = 10 * 60 * 1000;
@@ -119,6 +120,7 @@ export const approveBody = z
     approved_role: appRole,
     approved: approvedEnvelope.optional(),
     limits: grantLimits.optional().describe('Limits on the grant from the start; change them later with PUT .../limits'),
+    tool_policies: toolPolicies.optional().describe('Tool choices for the granted instances (only those); change them later with PUT .../tools'),
   })
   .meta({ id: 'ApproveAccessRequest', description: 'A URL left out, or with no instance ids, is not granted.' });
 
@@ -151,6 +153,8 @@ const reviewInstance = z.object({
   url: z.string(),
   enabled: z.boolean(),
   selected: z.boolean().describe('Ticked by default on every review surface: the instance the app named, else the first enabled one'),
+  tools_known: z.boolean().optional().describe("Whether svc has the instance's tool list; a draft's review fetches it when it can"),
+  tools: z.array(reviewTool).optional().describe('Its tools, their annotations and the choice each gets'),
 });
 
 export const reviewResponse = z
@@ -188,6 +192,8 @@ export const reviewResponse = z
     approved_role: appRole.optional(),
     approved: z.object({ version: z.literal('1'), mcp_servers: z.array(z.object({ url: z.string(), instance_ids: z.array(z.string()) })) }).optional(),
     mcp_servers: z.array(z.object({ url: z.string(), instances: z.array(reviewInstance) })).describe("Each requested URL with the reviewer's own instances of it"),
+    tool_policies: toolPolicies.optional().describe('Once approved: the tool choices the person set'),
+    tool_choices: z.array(grantToolChoices).optional().describe("Once approved: each granted instance's tools and the choice in force for each"),
   })
   .meta({ id: 'AccessRequestReview' });
 

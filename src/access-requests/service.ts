@@ -11,6 +11,7 @@ import type { Repositories, RepositorySet } from '../store/repositories.js';
 import { type approveBody, type createAccessRequestBody, DRAFT_LIFETIME_MS } from './schemas.js';
 import type { GrantLimitsInput, GrantUsage } from '../activity/schemas.js';
 import { canonicalResource } from '../oauth/resources.js';
+import { checkPolicyInstances, mergePolicies } from '../mcp/policies.js';
 
 export const scopeFor = (id: string) => `${ACCESS_REQUEST_SCOPE_PREFIX}${id}`;
 
@@ -334,6 +335,10 @@ export class AccessRequestsService {
     record.decided_at = now;
     record.updated_at = now;
     record.limits = normalLimits(body.limits);
+    if (body.tool_policies) {
+      checkPolicyInstances(body.tool_policies, new Set([...granted.values()].flatMap((ids) => [...ids])));
+      record.tool_policies = mergePolicies(undefined, body.tool_policies);
+    }
   }
 
   /** Sets a grant's limits (its approver or an admin); the next call is held to them. */

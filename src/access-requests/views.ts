@@ -2,6 +2,17 @@ import { resourceNeedsPowerUser } from '../oauth/resources.js';
 import type { AccessRequestRecord, AppRole, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { appDisplayName, type ClientKind } from './client-kinds.js';
 import type { AccessRequestsService } from './service.js';
+import type { grantToolChoices, reviewTool } from '../mcp/policy-schemas.js';
+import type { z } from 'zod';
+
+type ReviewTool = z.infer<typeof reviewTool>;
+type GrantToolChoices = z.infer<typeof grantToolChoices>;
+
+/** What a review shows of tools: each instance's tools with their choices, and a grant's choices in force. */
+export interface ToolReview {
+  forReview(record: AccessRequestRecord, instances: McpInstanceRecord[]): Promise<Map<string, { tools_known: boolean; tools: ReviewTool[] }>>;
+  grantChoices(record: AccessRequestRecord): Promise<GrantToolChoices[]>;
+}
 
 /**
  * What the review surfaces show of a request: the client as the registry knows it, and the whole
@@ -55,8 +66,12 @@ function suggestedRole(record: AccessRequestRecord, cap: AppRole, base: string):
   return needsPowerUser ? cap : 'scope_user_user';
 }
 
-export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[], base: string) {
+export async function reviewView(service: AccessRequestsService, record: AccessRequestRecord, reviewer: UserRecord, now: number, owned: McpInstanceRecord[], base: string, tools?: ToolReview) {
   const app = await service.appInfoFor(record);
+  const requestedUrls = new Set(record.requested.mcp_servers.map((s) => s.url));
+  const toolsOf = tools ? await tools.forReview(record, owned.filter((m) => requestedUrls.has(m.url))) : undefined;
+  const granted = record.status === 'approved' || record.status === 'revoked';
+  const choices = tools && granted ? await tools.grantChoices(record) : undefined;
   const cap = service.maxGrantable(record, reviewer);
   const { app_name, ...client } = clientView(record, app);
   return {
@@ -89,8 +104,9 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
       // host's resource), else the first enabled one.
       const suggested = mine.find((m) => m.enabled && record.authorize?.suggested_instance_ids.includes(m.id));
       const pick = (suggested ?? mine.find((m) => m.enabled))?.id;
-      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick })) };
+      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick, ...toolsOf?.get(m.id) })) };
     }),
+    ...(granted && tools ? { tool_policies: record.tool_policies ?? {}, tool_choices: choices } : {}),
   };
 }
 

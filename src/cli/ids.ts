@@ -34,6 +34,7 @@ const KINDS = {
   instance: { what: 'MCP instance', list: '/svc/v1/mcps', idOf: (r: { id: string }) => r.id },
   key: { what: 'API key', list: '/svc/v1/keys', idOf: (r: { id: string }) => r.id },
   client: { what: 'client', list: '/admin/v1/clients', idOf: (r: { client_id: string }) => r.client_id },
+  call: { what: 'held call', list: '/svc/v1/calls', idOf: (r: { id: string }) => r.id },
 } as const;
 
 export type IdKind = keyof typeof KINDS;

@@ -11,6 +11,7 @@ import { registerModels } from './commands/models.js';
 import { registerOpen } from './commands/open.js';
 import { registerProviders } from './commands/providers.js';
 import { registerRequests } from './commands/requests.js';
+import { registerCalls, registerRequestTools } from './commands/calls.js';
 import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';
 import { registerService } from './commands/service.js';
@@ -48,6 +49,8 @@ Examples:
   registerServe(program, o);
   registerSession(program, o);
   registerRequests(program, o);
+  registerRequestTools(program, o);
+  registerCalls(program, o);
   registerReview(program, o);
   registerActivity(program, o);
   registerOpen(program, o);

@@ -5,9 +5,11 @@ import type { OpenStreams } from '../http/open-streams.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
-import { MCP_PROXY_BODY_LIMIT, proxyMcp } from './proxy.js';
+import { type GateDeps, type ToolGate, toolGate } from './gate.js';
+import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp } from './proxy.js';
+import { toolHintsSchema } from './policy-schemas.js';
 import { instanceParams } from './schemas.js';
-import type { McpToolsService } from './tools.js';
+import { type CachedTool, type McpToolsService, toolNotAllowed } from './tools.js';
 
 export const appMcpInstance = z
   .object({
@@ -15,7 +17,7 @@ export const appMcpInstance = z
     name: z.string(),
     url: z.string(),
     enabled: z.boolean(),
-    tools: z.array(z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown() })).optional(),
+    tools: z.array(z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown(), annotations: toolHintsSchema.optional() })).optional(),
   })
   .meta({ id: 'AppMcpInstance' });
 
@@ -36,7 +38,25 @@ export async function grantedInstance(ctx: AppContext, instances: McpInstancesSe
   return found;
 }
 
-const tool = z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown() }).meta({ id: 'McpTool' });
+const tool = z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown(), annotations: toolHintsSchema.optional() }).meta({ id: 'McpTool' });
+
+/**
+ * An `ask` tool called over REST: held until the person decides. Approved, it runs as called;
+ * otherwise the app gets a tool result that says why not (a result, not an HTTP error).
+ */
+async function heldExecute(ctx: AppContext, gate: ToolGate, name: string, args: Record<string, unknown>, run: () => Promise<unknown>) {
+  const note = ctx.state.activity;
+  const { call, outcome } = await gate.hold(name, args, 'rest');
+  const gone = () => gate.fail(call.id, 'the app went away');
+  ctx.res.once('close', gone);
+  const result = await outcome.finally(() => ctx.res.off('close', gone));
+  if (result === 'approved' && !ctx.res.destroyed && (await gate.stillGranted())) return { result: await run() };
+  if (result === 'approved') gate.fail(call.id, ctx.res.destroyed ? 'the app went away' : 'the grant ended before the call could run');
+  const why = result === 'approved' ? 'failed' : result;
+  if (note) note.refused = `call_${why}`;
+  if (ctx.res.destroyed) throw new AppError('client_closed', 'The client went away.');
+  return { result: { content: [{ type: 'text', text: HELD_TEXTS[why] }], isError: true } };
+}
 const toolParams = instanceParams.extend({ tool_name: z.string().min(1).max(256) });
 const executeBody = z.strictObject({ params: z.record(z.string(), z.unknown()).default({}).describe('The tool arguments') });
 const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z.boolean().optional() }).describe('An MCP CallToolResult');
@@ -45,16 +65,22 @@ const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z
  * App-facing MCP endpoints (decisions: MCP); any app token (scope_user_user or above). Only instances
  * in the token's grant exist here; a disabled one is listed but refuses calls.
  */
-export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number, streams: OpenStreams): AnyRouteDef[] {
-  const toAppInstance = async (m: McpInstanceRecord) => {
+export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number, streams: OpenStreams, gates: GateDeps): AnyRouteDef[] {
+  const gateOf = (ctx: AppContext, m: McpInstanceRecord) => toolGate(gates, ctx.state.grant!, m);
+  /** the tools this grant may see: the denied ones are left out, as from tools/list */
+  const seen = (ctx: AppContext, m: McpInstanceRecord, list: CachedTool[]) => {
+    const visible = gateOf(ctx, m).visible;
+    return visible ? list.filter((t) => visible(t.name)) : list;
+  };
+  const toAppInstance = async (ctx: AppContext, m: McpInstanceRecord) => {
     const cached = await tools.cached(m);
-    return { id: m.id, name: m.name, url: m.url, enabled: m.enabled, ...(cached ? { tools: cached } : {}) };
+    return { id: m.id, name: m.name, url: m.url, enabled: m.enabled, ...(cached ? { tools: seen(ctx, m, cached) } : {}) };
   };
   const proxy = async (ctx: AppContext, id: string) => {
     if (!(await originAllowed(ctx))) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
     const instance = await grantedInstance(ctx, instances, id);
     if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
-    await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs, streams);
+    await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs, streams, gateOf(ctx, instance));
   };
   const proxyDoc = {
     tags: ['apps'],
@@ -75,7 +101,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       auth: 'bearer',
       responses: { 200: { description: 'Instances', schema: z.object({ data: z.array(appMcpInstance) }) } },
       errors: [401, 403],
-      handler: async (ctx) => ({ data: await Promise.all((await grantedInstances(ctx, instances)).map(toAppInstance)) }),
+      handler: async (ctx) => ({ data: await Promise.all((await grantedInstances(ctx, instances)).map((m) => toAppInstance(ctx, m))) }),
     }),
     defineRoute({
       method: 'get',
@@ -87,7 +113,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       params: instanceParams,
       responses: { 200: { description: 'The instance', schema: appMcpInstance } },
       errors: [401, 403, 404],
-      handler: async (ctx, { params }) => toAppInstance(await grantedInstance(ctx, instances, params.id)),
+      handler: async (ctx, { params }) => toAppInstance(ctx, await grantedInstance(ctx, instances, params.id)),
     }),
     defineRoute({
       method: 'post',
@@ -101,7 +127,8 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       errors: [401, 403, 404, 502, 504],
       async handler(ctx, { params }) {
         if (ctx.state.activity) ctx.state.activity.mcp_method = 'tools/list';
-        return { tools: await tools.refresh(await grantedInstance(ctx, instances, params.id)) };
+        const instance = await grantedInstance(ctx, instances, params.id);
+        return { tools: seen(ctx, instance, await tools.refresh(instance)) };
       },
     }),
     defineRoute({
@@ -109,6 +136,8 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       path: '/svc/v1/apps/mcps/{id}/tools/{tool_name}/execute',
       operationId: 'executeAppMcpTool',
       summary: "Call a tool; a tool's own failure is result.isError, not an HTTP error",
+      description:
+        "A tool the grant denies is 403 tool_not_allowed. A tool whose choice is ask is held until the person approves that call (GET /svc/v1/calls): approved, it runs; declined, or not answered within --call-approval-timeout, the result is isError with a text that says so.",
       tags: ['apps'],
       auth: 'bearer',
       params: toolParams,
@@ -117,7 +146,14 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       errors: [400, 401, 403, 404, 502, 504],
       async handler(ctx, { params, body }) {
         if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
-        return { result: await tools.execute(await grantedInstance(ctx, instances, params.id), params.tool_name, body.params) };
+        const instance = await grantedInstance(ctx, instances, params.id);
+        if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
+        const gate = gateOf(ctx, instance);
+        const choice = await gate.choose(params.tool_name);
+        if (choice === 'deny') throw toolNotAllowed(params.tool_name);
+        const run = () => tools.execute(instance, params.tool_name, body.params);
+        if (choice === 'ask') return heldExecute(ctx, gate, params.tool_name, body.params, run);
+        return { result: await run() };
       },
     }),
     defineRoute({

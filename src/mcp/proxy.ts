@@ -7,7 +7,10 @@ import type { OpenStreams } from '../http/open-streams.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
 import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';
 import type { McpInstanceRecord } from '../store/schema.js';
-import { toolAllowed } from './tools.js';
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import { type HeldOutcome } from './held-calls.js';
+import type { ToolGate } from './gate.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
 /** How long an established GET stream may go without a byte (servers may have nothing to say for hours). */
@@ -104,14 +107,35 @@ function answeredWithError(whole: Buffer): boolean {
   }
 }
 
-type JsonRpc = { jsonrpc?: string; id?: string | number | null; method?: string; params?: { name?: unknown }; result?: { tools?: { name?: unknown }[] } };
+type JsonRpc = {
+  jsonrpc?: string;
+  id?: string | number | null;
+  method?: string;
+  params?: { name?: unknown; arguments?: unknown; _meta?: { progressToken?: unknown } };
+  result?: { tools?: { name?: unknown }[] };
+};
 
 const rpcError = (id: JsonRpc['id'], message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code: -32602, message } });
 
-/** Drops the tools an allow-list hides from a tools/list result. */
-function filterToolList(message: JsonRpc, instance: McpInstanceRecord, listIds: Set<unknown>): JsonRpc {
-  if (!message || message.id === undefined || !listIds.has(message.id) || !Array.isArray(message.result?.tools)) return message;
-  return { ...message, result: { ...message.result, tools: message.result!.tools!.filter((t) => typeof t?.name === 'string' && toolAllowed(instance, t.name)) } };
+/**
+ * Drops the tools this grant may not see from anything shaped like a tools/list result. It goes by
+ * shape, not by the id of a request svc saw, because the GET stream and a stream resumed with
+ * Last-Event-ID carry answers to requests of earlier HTTP requests.
+ */
+function filterToolList(message: JsonRpc | JsonRpc[], visible: (tool: string) => boolean): JsonRpc | JsonRpc[] {
+  if (Array.isArray(message)) return message.map((m) => filterToolList(m, visible) as JsonRpc);
+  if (!message || typeof message !== 'object' || !Array.isArray(message.result?.tools)) return message;
+  return { ...message, result: { ...message.result, tools: message.result!.tools!.filter((t) => typeof t?.name === 'string' && visible(t.name)) } };
+}
+
+/** A JSON text with its tools/list results filtered; as it came when it holds none (or is not JSON). */
+function filterToolListText(text: string, visible: (tool: string) => boolean): string {
+  if (!text.includes('"tools"')) return text;
+  try {
+    return JSON.stringify(filterToolList(JSON.parse(text) as JsonRpc | JsonRpc[], visible));
+  } catch {
+    return text;
+  }
 }
 
 const EVENT_END = /\r?\n\r?\n/;
@@ -168,24 +192,25 @@ class SseEventFilter implements StreamTransform {
 
 /**
  * The Streamable HTTP proxy of one instance: a transparent HTTP proxy (sessions, SSE, the GET
- * stream and DELETE pass through as they are) that reads JSON-RPC only where the allow-list
- * needs it: tools/call requests are refused before they go upstream, and tools/list results are
- * filtered. The app's Authorization header and cookies never go upstream; the instance's do.
+ * stream and DELETE pass through as they are) that reads the JSON-RPC it must: each tools/call
+ * gets the grant's choice for its tool (refused, held for the person, or sent), and tools/list
+ * results are filtered when the grant has tools it may not see. The app's Authorization header
+ * and cookies never go upstream; the instance's do.
  */
-export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number, streams: OpenStreams): Promise<void> {
+export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
   const method = ctx.method;
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
     throw new AppError('method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
   }
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
-  const text = body ? decodeUtf8(body) : undefined;
-  const filtering = instance.allow_tools !== null;
-  const listIds = new Set<unknown>();
+  let text = body ? decodeUtf8(body) : undefined;
   const note = ctx.state.activity;
   if (note) noteMcpCall(note, ctx, text);
+  let held: JsonRpc | undefined;
 
-  if (text !== undefined && filtering) {
+  // Every body is read: any tool may be one the person chose to deny, or to be asked about.
+  if (text !== undefined) {
     let parsed: JsonRpc | JsonRpc[];
     try {
       parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
@@ -195,17 +220,29 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     const messages = Array.isArray(parsed) ? parsed : [parsed];
     const disagreement = headersDisagree(ctx, messages);
     if (disagreement) throw new AppError('header_mismatch', disagreement);
-    const refused = messages.filter((m) => m?.method === 'tools/call' && !(typeof m.params?.name === 'string' && toolAllowed(instance, m.params.name)));
+    const refused: { m: JsonRpc; why: string }[] = [];
+    for (const m of messages) {
+      if (m?.method !== 'tools/call') continue;
+      const name = typeof m.params?.name === 'string' ? m.params.name : null;
+      const quoted = JSON.stringify(String(m.params?.name ?? '')).slice(0, 140);
+      const choice = name === null ? 'deny' : await gate.choose(name);
+      if (choice === 'deny') refused.push({ m, why: `Tool ${quoted} is not allowed on this instance` });
+      else if (choice === 'ask' && (messages.length > 1 || m.id === undefined || m.id === null)) {
+        refused.push({ m, why: `Tool ${quoted} needs the person's approval of each call: send it on its own, as a request with an id` });
+      } else if (choice === 'ask') held = m;
+    }
     if (refused.length > 0) {
       // Refused before anything goes upstream, answered the way an MCP server answers an unknown tool.
-      const errors = refused.map((m) => rpcError(m.id, `Tool ${JSON.stringify(String(m.params?.name ?? '')).slice(0, 140)} is not allowed on this instance`));
+      const errors = refused.map(({ m, why }) => rpcError(m.id, why));
       ctx.status = 200;
       ctx.type = 'application/json';
       ctx.body = Array.isArray(parsed) ? errors : errors[0];
       if (note) note.refused = 'tool_not_allowed';
       return;
     }
-    for (const m of messages) if (m?.method === 'tools/list' && m.id !== undefined) listIds.add(m.id);
+    // What goes upstream is what svc read: a call is sent as svc parsed it, so a body with a key
+    // given twice (which parsers settle differently) cannot run another tool than the one checked.
+    if (messages.some((m) => m?.method === 'tools/call')) text = JSON.stringify(parsed);
   }
 
   const headers: Record<string, string> = {};
@@ -217,21 +254,107 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
   const secrets = Object.values(instanceHeaders).flatMap(secretParts);
+  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res) };
 
-  const abort = abortOnClientGone(ctx.res);
+  if (held) return relayHeld(ctx, instance, held, gate, input);
   // The GET stream ends when svc stops: its upstream call is aborted, and the pump ends the answer.
-  const release = ctx.state.stream ? streams.hold(() => abortUpstream(abort)) : undefined;
+  const release = ctx.state.stream ? streams.hold(() => abortUpstream(input.abort)) : undefined;
   try {
-    await relayUpstream(ctx, instance, { method, headers, text, listIds, secrets, timeoutMs, abort });
+    await relayUpstream(ctx, instance, input);
   } finally {
     release?.();
   }
 }
 
-type RelayInput = { method: string; headers: Record<string, string>; text?: string; listIds: Set<unknown>; secrets: string[]; timeoutMs: number; abort: ClientGone };
+type RelayInput = {
+  method: string;
+  headers: Record<string, string>;
+  text?: string;
+  /** which tools a tools/list answer may show; null: answers pass untouched */
+  visible: ((tool: string) => boolean) | null;
+  secrets: string[];
+  timeoutMs: number;
+  abort: ClientGone;
+};
 
-/** The upstream call of one proxied request, and its answer relayed to the app (filtered, scrubbed, streamed). */
-async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, listIds, secrets, timeoutMs, abort }: RelayInput): Promise<void> {
+/** How often a held call that streams tells the app it still waits. */
+const HELD_PROGRESS_MS = 10_000;
+
+/** What the app is told when a held call does not run: a tool result, so the model reads why. */
+function notRun(id: JsonRpc['id'], text: string) {
+  return { jsonrpc: '2.0', id: id ?? null, result: { content: [{ type: 'text', text }], isError: true } };
+}
+
+export const HELD_TEXTS: Record<Exclude<HeldOutcome, 'approved'>, string> = {
+  denied: 'The person declined this tool call. It did not run.',
+  expired: 'Nobody answered the request to run this tool call in time. It did not run.',
+  failed: 'This tool call could not wait for the person any longer (svc stopped or the grant ended). It did not run.',
+};
+
+/**
+ * A tools/call of an `ask` tool: held until the person decides, then sent upstream exactly as it
+ * was shown (once), or answered with a result that says why it did not run. A request that
+ * carries a progress token and accepts a stream is answered as one at once, with progress
+ * notifications while it waits, so an app's own timeout can keep resetting.
+ */
+async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRpc, gate: ToolGate, input: RelayInput): Promise<void> {
+  const note = ctx.state.activity;
+  const tool = String(m.params!.name);
+  const { call, outcome } = await gate.hold(tool, m.params?.arguments ?? {}, 'mcp');
+  const token = m.params?._meta?.progressToken;
+  const streaming = (typeof token === 'string' || typeof token === 'number') && /text\/event-stream/i.test(ctx.get('accept'));
+  const res = ctx.res;
+  const appGone = () => gate.fail(call.id, 'the app went away');
+  res.once('close', appGone);
+  let sse: ServerResponse | null = null;
+  let ticker: NodeJS.Timeout | undefined;
+  if (streaming) {
+    sse = takeResponse(ctx, 200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'X-Content-Type-Options': 'nosniff' });
+    sse.flushHeaders();
+    let progress = 0;
+    const tell = () => {
+      const message = { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: progress++, message: `Waiting for the person to approve ${tool.slice(0, 100)}` } };
+      sse!.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+    };
+    tell();
+    ticker = setInterval(tell, HELD_PROGRESS_MS);
+  }
+  const answer = (value: unknown) => {
+    if (sse) {
+      if (!sse.writableEnded && !sse.destroyed) sse.end(`event: message\ndata: ${JSON.stringify(value)}\n\n`);
+      return;
+    }
+    ctx.status = 200;
+    ctx.type = 'application/json';
+    ctx.body = value;
+  };
+  let result: HeldOutcome;
+  try {
+    result = await outcome;
+  } finally {
+    clearInterval(ticker);
+    res.off('close', appGone);
+  }
+  if (result === 'approved') {
+    if (res.destroyed || (await gate.stillGranted()) === false) {
+      gate.fail(call.id, res.destroyed ? 'the app went away' : 'the grant ended before the call could run');
+      if (note) note.refused = 'call_failed';
+      return answer(notRun(m.id, HELD_TEXTS.failed));
+    }
+    // exactly the call that was shown, once
+    return relayUpstream(ctx, instance, { ...input, text: JSON.stringify(m) }, sse ?? undefined);
+  }
+  if (note) note.refused = result === 'denied' ? 'call_denied' : result === 'expired' ? 'call_expired' : 'call_failed';
+  if (res.destroyed) return;
+  answer(notRun(m.id, HELD_TEXTS[result]));
+}
+
+/**
+ * The upstream call of one proxied request, and its answer relayed to the app (filtered, scrubbed,
+ * streamed). `into`: a stream svc already answers with (a held call's), which the upstream's answer
+ * then ends.
+ */
+async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort }: RelayInput, into?: ServerResponse): Promise<void> {
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',
@@ -247,6 +370,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
   const contentType = String(upstream.headers['content-type'] ?? '');
   const answer = upstream.body;
   const streaming = contentType.startsWith('text/event-stream');
+  if (into) return relayInto(into, upstream.statusCode, contentType, answer, visible, text, instance);
   if (upstream.statusCode === 401 || upstream.statusCode === 403) {
     // The MCP server refused the instance's own credentials, not the app's token: a 401 passed on
     // would make the app drop a good token, and its text may quote the credential.
@@ -265,14 +389,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
   }
   if (whole) {
     let reply: string | Buffer = whole;
-    if (listIds.size > 0 && contentType.startsWith('application/json')) {
-      try {
-        const parsed = JSON.parse(whole.toString('utf8')) as JsonRpc | JsonRpc[];
-        reply = JSON.stringify(Array.isArray(parsed) ? parsed.map((m) => filterToolList(m, instance, listIds)) : filterToolList(parsed, instance, listIds));
-      } catch {
-        /* not JSON-RPC: pass on as it came */
-      }
-    }
+    if (visible && contentType.startsWith('application/json') && whole.indexOf('"tools"') !== -1) reply = filterToolListText(whole.toString('utf8'), visible);
     // An error answer may quote the instance's credential back: scrubbed in every JSON spelling.
     if (upstream.statusCode >= 400 && secrets.length > 0) {
       let scrubbed = reply.toString();
@@ -287,16 +404,37 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
 
   const res = takeResponse(ctx, upstream.statusCode, out);
   res.flushHeaders();
-  const filter =
-    listIds.size > 0
-      ? new SseEventFilter((data) => {
-          try {
-            return JSON.stringify(filterToolList(JSON.parse(data) as JsonRpc, instance, listIds));
-          } catch {
-            return data;
-          }
-        })
-      : null;
+  const filter = visible ? new SseEventFilter((data) => filterToolListText(data, visible)) : null;
   // An MCP stream has no error event of its own: a broken upstream ends it, as a closed connection would.
   await pumpStream(res, answer, filter, () => null);
+}
+
+/** The upstream's answer to an approved held call, carried on the stream svc already answers with. */
+async function relayInto(into: ServerResponse, status: number, contentType: string, answer: Readable, visible: RelayInput['visible'], text: string | undefined, instance: McpInstanceRecord): Promise<void> {
+  const id = (() => {
+    try {
+      return (JSON.parse(text ?? '') as JsonRpc).id ?? null;
+    } catch {
+      return null;
+    }
+  })();
+  const fail = (message: string) => {
+    answer.destroy();
+    if (!into.writableEnded && !into.destroyed) into.end(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32603, message } })}\n\n`);
+  };
+  // svc's credentials refused, or an error answer: the app gets an error in the protocol's shape,
+  // never the upstream's text (which may quote the instance's credential).
+  if (status >= 400) return fail(`The MCP server of instance ${instance.name.slice(0, 60)} answered ${status}.`);
+  if (contentType.startsWith('text/event-stream')) {
+    const filter = visible ? new SseEventFilter((data) => filterToolListText(data, visible)) : null;
+    await pumpStream(into, answer, filter, () => null);
+    return;
+  }
+  let whole: Buffer;
+  try {
+    whole = await readBody(answer, MCP_ANSWER_LIMIT, `MCP server of instance ${instance.name.slice(0, 60)}`);
+  } catch (err) {
+    return fail((err as Error).message);
+  }
+  if (!into.writableEnded && !into.destroyed) into.end(`event: message\ndata: ${whole.toString('utf8').replace(/\r?\n/g, ' ')}\n\n`);
 }

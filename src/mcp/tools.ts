@@ -2,13 +2,23 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AppError, forbidden } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { McpInstanceRecord } from '../store/schema.js';
-import type { CachedTool, ToolCache } from '../store/records.js';
+import type { CachedTool, ToolCache, ToolHints } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 import type { McpInstancesService } from './instances.js';
 import { type McpTarget, withMcpClient } from './upstream-client.js';
 
 export type { CachedTool } from '../store/records.js';
 
+
+/** A tool's annotations as svc keeps them: the four hints and a bounded title, nothing else the server sent. */
+export function toolHints(raw: unknown): ToolHints | undefined {
+  if (!raw || typeof raw !== 'object') return undefined;
+  const a = raw as Record<string, unknown>;
+  const out: ToolHints = {};
+  for (const key of ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'] as const) if (typeof a[key] === 'boolean') out[key] = a[key];
+  if (typeof a.title === 'string') out.title = a.title.slice(0, 200);
+  return Object.keys(out).length > 0 ? out : undefined;
+}
 
 export const toolAllowed = (instance: McpInstanceRecord, name: string) => instance.allow_tools === null || instance.allow_tools.includes(name);
 
@@ -24,8 +34,8 @@ export class McpToolsService {
     private readonly timeoutMs: number,
   ) {}
 
-  target(instance: McpInstanceRecord): McpTarget {
-    return { url: instance.url, headers: this.instances.openHeaders(instance), timeoutMs: this.timeoutMs };
+  target(instance: McpInstanceRecord, timeoutMs = this.timeoutMs): McpTarget {
+    return { url: instance.url, headers: this.instances.openHeaders(instance), timeoutMs };
   }
 
   private requireEnabled(instance: McpInstanceRecord): void {
@@ -38,9 +48,10 @@ export class McpToolsService {
     return cache?.tools.filter((t) => toolAllowed(instance, t.name));
   }
 
-  async refresh(instance: McpInstanceRecord): Promise<CachedTool[]> {
+  /** Fetches and caches the instance's whole tool list (annotations included); answers the allowed tools. */
+  async refresh(instance: McpInstanceRecord, timeoutMs?: number): Promise<CachedTool[]> {
     this.requireEnabled(instance);
-    const tools = await withMcpClient(this.target(instance), async (client, timeout) => {
+    const tools = await withMcpClient(this.target(instance, timeoutMs), async (client, timeout) => {
       const all: Tool[] = [];
       let cursor: string | undefined;
       do {
@@ -51,7 +62,10 @@ export class McpToolsService {
       return all;
     });
     const cache: ToolCache = {
-      tools: tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.inputSchema })),
+      tools: tools.map((t) => {
+        const annotations = toolHints(t.annotations);
+        return { name: t.name, ...(t.description ? { description: t.description } : {}), input_schema: t.inputSchema, ...(annotations ? { annotations } : {}) };
+      }),
       refreshed_at: new Date(this.clock()).toISOString(),
     };
     await this.repos.mcpTools.set(instance.id, cache);

@@ -91,6 +91,17 @@ export interface CachedTool {
   name: string;
   description?: string;
   input_schema: unknown;
+  /** the hints the server gave (MCP ToolAnnotations); they set a tool's default choice */
+  annotations?: ToolHints;
+}
+
+/** An MCP tool's annotations as svc keeps them: hints only, each bounded. */
+export interface ToolHints {
+  title?: string;
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
 }
 
 /** An MCP instance's tool list as last fetched; stored under the instance's id. */

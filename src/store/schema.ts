@@ -89,6 +89,19 @@ export interface AccessRequestRecord {
   replaced_by?: string;
   /** what the person set on the grant; a missing or null field is no limit */
   limits?: { requests_per_minute: number | null; tokens_per_day: number | null };
+  /**
+   * The person's tool choices, per granted MCP instance: a default for its tools and a choice per
+   * tool. Whatever is not set here follows the tool's annotations (src/mcp/policies.ts).
+   */
+  tool_policies?: Record<string, ToolPolicy>;
+}
+
+/** What a tool of a granted instance may do: run, wait for the person's yes, or never run. */
+export type ToolChoice = 'allow' | 'ask' | 'deny';
+
+export interface ToolPolicy {
+  default?: ToolChoice;
+  tools?: Record<string, ToolChoice>;
 }
 
 /** An API key (decisions: API keys): a Bearer credential standing on an approved access request. */

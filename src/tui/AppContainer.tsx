@@ -1,6 +1,6 @@
 import { type Key, useApp, useInput, useStdout } from 'ink';
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { createActions, UIActionsProvider } from './actions.js';
+import { createActions, currentCall, UIActionsProvider } from './actions.js';
 import { App } from './App.js';
 import { type Action, initialState, reducer, type UIState, UIStateProvider } from './state.js';
 import { typeIntoLimit } from './apps-state.js';
@@ -19,6 +19,8 @@ export interface ReviewAppProps {
   /** Fixed size (tests); otherwise the terminal's, following resizes. */
   width?: number;
   height?: number;
+  /** rings the terminal bell (a held call, a new request); nothing by default */
+  bell?: () => void;
 }
 
 type KeyPress = Pick<Key, 'upArrow' | 'downArrow' | 'pageUp' | 'pageDown' | 'return' | 'escape'>;
@@ -41,7 +43,7 @@ function useTerminalSize(fixedWidth?: number, fixedHeight?: number) {
 }
 
 /** `svc review`: owns the state, polls the daemon, ticks the clock and maps keys to actions. */
-export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, clock = Date.now, width, height }: ReviewAppProps) {
+export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, clock = Date.now, width, height, bell }: ReviewAppProps) {
   const { exit } = useApp();
   const stateRef = useRef<UIState>(null as unknown as UIState);
   if (stateRef.current === null) stateRef.current = initialState(clock());
@@ -55,7 +57,7 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
       stateRef.current = reducer(stateRef.current, action);
       setState(stateRef.current);
     };
-    return Object.assign(createActions({ client, dispatch, getState: () => stateRef.current, clock, exit }), { dispatch });
+    return Object.assign(createActions({ client, dispatch, getState: () => stateRef.current, clock, exit, bell }), { dispatch });
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
 
@@ -109,13 +111,30 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
     }
     if (key.tab && s.screen === 'list') return void actions.switchView();
     if (input === 'q') return actions.quit();
-    if (key.escape) return s.screen === 'detail' ? actions.back() : actions.dispatch({ type: 'notice', notice: null });
+    if (key.escape) return s.screen !== 'list' ? actions.back() : actions.dispatch({ type: 'notice', notice: null });
     if (key.upArrow || input === 'k') return actions.move(-1);
     if (key.downArrow || input === 'j') return actions.move(1);
     if (key.pageUp) return actions.move(-10);
     if (key.pageDown) return actions.move(10);
+    if (s.screen === 'call') {
+      if (input === 'a') return void actions.approve();
+      if (input === 'd') return void actions.deny();
+      return;
+    }
+    if (s.screen === 'grants') {
+      if (key.return) return void actions.openGrant();
+      return;
+    }
+    if (s.screen === 'grant') {
+      if (input === ' ') return actions.toggle();
+      if (input === 's') return void actions.saveGrant();
+      return;
+    }
     if (s.screen === 'list') {
       if (key.return) return void actions.open();
+      if (input === 'g') return void actions.openGrants();
+      // a held call is decided from the list too
+      if ((input === 'a' || input === 'd') && currentCall(s)) return void (input === 'a' ? actions.approve() : actions.deny());
       if (input === 'a' || input === 'd' || input === 'r' || input === ' ') {
         return actions.dispatch({ type: 'notice', notice: { kind: 'info', text: 'Open a request with Enter first.' } });
       }

@@ -11,7 +11,9 @@ export function colorWanted(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv 
 
 /** Runs the review UI on the process's terminal until `q` (or Ctrl+C); Ink restores the terminal. */
 export async function runReview(client: ReviewClient, opts: { user?: string } = {}): Promise<void> {
-  const instance = render(<ReviewApp client={client} color={colorWanted(process.stdout)} user={opts.user} />, {
+  // the bell is a byte that moves no cursor, so it may go straight to the terminal beside Ink's frames
+  const bell = () => void process.stdout.write('\u0007');
+  const instance = render(<ReviewApp client={client} color={colorWanted(process.stdout)} user={opts.user} bell={bell} />, {
     exitOnCtrlC: true,
     patchConsole: true,
   });

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { accessRequestSummary, approveBody, approveResponse, denyResponse, reviewResponse } from '../access-requests/schemas.js';
 import type { activityEvent, grantLimits } from '../activity/schemas.js';
+import type { HeldCallView } from '../mcp/policy-schemas.js';
 import { APP_ROLE_NAMES } from '../auth/roles.js';
 import { type AppRole, appRoles } from '../store/schema.js';
 
@@ -16,6 +17,8 @@ export type DenyResult = z.infer<typeof denyResponse>;
 export type GrantSummary = z.infer<typeof accessRequestSummary>;
 export type ActivityEvent = z.infer<typeof activityEvent>;
 export type GrantLimits = z.input<typeof grantLimits>;
+/** One row of `GET /svc/v1/calls?status=pending`: a tool call waiting for the reviewer. */
+export type HeldCall = HeldCallView;
 export type { AppRole };
 
 /**
@@ -33,6 +36,13 @@ export interface ReviewClient {
   activity?(grantId: string): Promise<ActivityEvent[]>;
   revoke?(id: string): Promise<void>;
   setLimits?(id: string, limits: GrantLimits): Promise<void>;
+  /** Held tool calls waiting for this reviewer; a client without them (an older daemon's) has none. */
+  heldCalls?(): Promise<HeldCall[]>;
+  approveCall?(id: string): Promise<HeldCall>;
+  denyCall?(id: string): Promise<HeldCall>;
+  /** the approved grants this reviewer may change, and the change of one's tool choices */
+  approvedGrants?(): Promise<PendingRequest[]>;
+  setTools?(id: string, body: Record<string, { tools: Record<string, 'allow' | 'ask' | 'deny' | null> }>): Promise<unknown>;
 }
 
 /** Lowest first: `r` cycles through these up to max_grantable_role. */

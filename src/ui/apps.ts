@@ -121,7 +121,7 @@ ${grants.length === 0
 <dl>
 <dt>Client</dt><dd><code>${g.record.app_client_id}</code></dd>
 <dt>Role</dt><dd>${APP_ROLE_NAMES[g.record.approved_role ?? 'scope_user_user']}</dd>
-<dt>MCP instances</dt><dd>${g.instances.length ? g.instances.join(', ') : 'none'}</dd>
+<dt>MCP instances</dt><dd>${g.instances.length ? html`${g.instances.join(', ')} · <a href="/ui/grants/tools?id=${encodeURIComponent(g.record.id)}">tool choices</a>` : 'none'}</dd>
 <dt>Last used</dt><dd>${when(usage?.last_used_at ?? null)}</dd>
 <dt>Today</dt><dd class="today">${usage?.today.calls ?? 0} calls, ${usage?.today.tokens ?? 0} tokens</dd>
 <dt>Limits</dt><dd class="limits">${limits?.requests_per_minute ? `${limits.requests_per_minute} calls a minute` : 'no limit on calls'}; ${limits?.tokens_per_day ? `${limits.tokens_per_day} tokens a day` : 'no limit on tokens'}</dd>

@@ -2,7 +2,10 @@ import { timingSafeEqual } from 'node:crypto';
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
 import { CLIENT_KIND_BADGES } from '../access-requests/client-kinds.js';
-import { type AppInfo, clientView, reviewView } from '../access-requests/views.js';
+import { type AppInfo, clientView, reviewView, type ToolReview } from '../access-requests/views.js';
+import { CHOICE_LABELS, hintWords, policyFromPicks } from '../mcp/choices.js';
+import { TOOL_CHOICES } from '../mcp/policy-schemas.js';
+import type { ToolChoice, ToolPolicy } from '../store/schema.js';
 import { approveBody } from '../access-requests/schemas.js';
 import { type AccessRequestsService, decisionRedirect } from '../access-requests/service.js';
 import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
@@ -124,6 +127,13 @@ label.option small{display:block;color:var(--muted);font-size:.88rem}
 button.danger{border-color:var(--danger)}
 button:disabled{opacity:.5;cursor:not-allowed}
 .foot{border-top:1px solid var(--border);padding:.9rem 1.5rem;font-size:.88rem;color:var(--muted);overflow-wrap:anywhere}
+.tools{margin:.6rem 0 0;padding:.5rem .75rem;border:1px solid var(--border);border-radius:10px}
+.tools summary{cursor:pointer;font-weight:600;font-size:.95rem;overflow-wrap:anywhere}
+.tools table{width:100%;border-collapse:collapse;margin:.4rem 0 0;font-size:.92rem}
+.tools td{padding:.3rem .25rem;border-top:1px solid var(--border);vertical-align:top;overflow-wrap:anywhere}
+.tools td.pick{width:11rem;text-align:right}
+.tools select{width:auto;padding:.3rem .4rem}
+.tools .desc{display:block;color:var(--muted);font-size:.85rem;white-space:normal}
 .outcome{text-align:center;padding:2rem 1.5rem}
 .outcome .icon{width:3.5rem;height:3.5rem;margin:0 auto 1rem;border-radius:50%;display:grid;place-items:center;font-size:1.8rem;font-weight:700;color:#fff;background:var(--muted)}
 .outcome .icon.ok{background:#1a7f37}.outcome .icon.no{background:var(--danger)}
@@ -181,6 +191,47 @@ function signInNote(view: ReviewData) {
   }. Approving without ${names.length === 1 ? 'it' : 'any of them'} denies the sign-in: the app could reach nothing with it.</p>`;
 }
 
+type ReviewInstance = ReviewData['mcp_servers'][number]['instances'][number];
+
+/**
+ * An instance's tools, each with its annotations and a choice to change (the default selected).
+ * A select's value names its choice and its tool (`ask:delete_file`), so what is posted says
+ * which tool it is about without trusting an index.
+ */
+function toolsBlock(m: ReviewInstance, picks?: Map<string, ToolChoice>) {
+  if (!m.enabled || m.tools_known === undefined) return '';
+  const tools = m.tools ?? [];
+  return html`<details class="tools" id="tools-${m.id}" open><summary>Tools of ${m.name}</summary>
+${m.tools_known
+  ? tools.length === 0
+    ? html`<p class="hint">This server lists no tools.</p>`
+    : html`<table><tbody>${tools.map((t) => {
+        const chosen = picks?.get(t.name) ?? t.choice;
+        const words = hintWords(t.annotations);
+        return html`<tr data-tool="${t.name}"><td><code>${t.name}</code>${words.map((w) => html` <span class="badge${w === 'destructive' ? ' warn' : ''}">${w}</span>`)}${t.description ? html`<span class="desc">${t.description}</span>` : ''}</td>
+<td class="pick">${t.owner_denied
+  ? html`<span class="badge">Denied by its owner</span>`
+  : html`<select name="tool_${m.id}" aria-label="${t.name}">${TOOL_CHOICES.map((c) => html`<option value="${c}:${t.name}"${c === chosen ? html` selected` : ''}>${CHOICE_LABELS[c]}${c === t.default_choice ? ' (default)' : ''}</option>`)}</select>`}</td></tr>`;
+      })}</tbody></table>`
+  : html`<p class="hint">Its tools are not known yet (the server did not answer). Each gets its default when called: ask for a tool that says it is destructive, allow for the rest.</p>`}
+<p class="hint"><label for="tooldefault-${m.id}">Tools without a choice above</label> <select name="tooldefault_${m.id}" id="tooldefault-${m.id}"><option value="">By their annotations</option>${TOOL_CHOICES.map((c) => html`<option value="${c}">${CHOICE_LABELS[c]}</option>`)}</select></p>
+</details>`;
+}
+
+/** The tool choices a form posted for one instance: its selects (`choice:name`) and its default. */
+function picksOf(form: Form, instanceId: string): { picks: Map<string, ToolChoice>; fallback: ToolChoice | undefined } {
+  const picks = new Map<string, ToolChoice>();
+  const raw = form[`tool_${instanceId}`];
+  for (const value of (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).slice(0, 1000)) {
+    if (typeof value !== 'string' || value.length > 300) continue;
+    const at = value.indexOf(':');
+    const choice = value.slice(0, at) as ToolChoice;
+    if (at > 0 && TOOL_CHOICES.includes(choice) && value.length > at + 1) picks.set(value.slice(at + 1), choice);
+  }
+  const fallback = TOOL_CHOICES.find((c) => c === form[`tooldefault_${instanceId}`]);
+  return { picks, fallback };
+}
+
 interface Selection {
   role?: AppRole;
   instanceIds?: Set<string>;
@@ -192,6 +243,8 @@ interface ReviewOpts {
   error?: AppError;
   selection?: Selection;
   status?: number;
+  /** after an error: the form as sent, so the tool choices stay as the person set them */
+  form?: Form;
 }
 
 function renderReview(ctx: AppContext, view: ReviewData, user: UserRecord, csrf: string, opts: ReviewOpts = {}): void {
@@ -236,7 +289,7 @@ ${server.instances.length === 0
   ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>svc mcp add --url ${server.url}</code> and reload.</p>`
   : html`<div class="choices">${server.instances.map(
       (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
-    )}</div>`}
+    )}</div>${server.instances.map((m) => toolsBlock(m, opts.form ? picksOf(opts.form, m.id).picks : undefined))}`}
 </div>`;
 })}`}
 </fieldset>
@@ -306,7 +359,7 @@ ${record
   ? appHeader({ app_client_id: record.app_client_id, app_description: info?.description, ...clientView(record, info) }, g.eyebrow, html`${g.title}`)
   : html`<header class="app"><div class="monogram unknown" aria-hidden="true">?</div><div class="who"><p class="eyebrow">${g.eyebrow}</p><h1>${g.title}</h1></div></header>`}
 <p class="notice" role="status" id="state" data-state="${kind}">${g.text}</p>
-<p class="foot"><a href="/ui">Back to svc</a></p>
+<p class="foot">${kind === 'approved' && record ? html`<a href="/ui/grants/tools?id=${encodeURIComponent(record.id)}" id="grant-tools">Its tool choices</a> · ` : ''}<a href="/ui">Back to svc</a></p>
 </div>`);
 }
 
@@ -369,6 +422,7 @@ export function mountReviewUi(
   requests: AccessRequestsService,
   ownedInstances: (user: UserRecord) => Promise<McpInstanceRecord[]>,
   sameOrigin: Middleware<AppState>,
+  tools?: ToolReview,
 ): void {
   const sameOriginPage: Middleware<AppState> = async (ctx, next) => {
     let passed = false;
@@ -400,7 +454,7 @@ export function mountReviewUi(
       renderGone(ctx, record.status, record, info);
       return undefined;
     }
-    return { record, view: await reviewView(requests, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl()) };
+    return { record, view: await reviewView(requests, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools) };
   }
 
   /** The GET pages' request id and user; with no session, a 303 to the login form and back. */
@@ -443,7 +497,7 @@ export function mountReviewUi(
       const loaded = await load(ctx, id, user);
       if (loaded) {
         const stale = new AppError('invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
-        renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selection(form, record) });
+        renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selection(form, record), form });
       }
       return;
     }
@@ -458,8 +512,8 @@ export function mountReviewUi(
         const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
         return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? await requests.appInfoFor(fresh) : undefined, err.status);
       }
-      const view = await reviewView(requests, fresh, user, deps.clock(), await ownedInstances(user), deps.baseUrl());
-      return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record) });
+      const view = await reviewView(requests, fresh, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools);
+      return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record), form });
     }
     // A sign-in (authorization endpoint) goes on through the done page: a form post's redirects
     // may only reach this origin (CSP form-action), and the sign-in ends at the app's.
@@ -487,6 +541,20 @@ export function mountReviewUi(
     ctx.status = 303;
   });
 
+  /** The tool choices of the ticked instances, as the approval stores them: what differs from each tool's default. */
+  async function policiesFromForm(record: AccessRequestRecord, user: UserRecord, form: Form, granted: string[]): Promise<Record<string, ToolPolicy> | undefined> {
+    if (!tools) return undefined;
+    const mine = (await ownedInstances(user)).filter((m) => granted.includes(m.id));
+    const listed = await tools.forReview(record, mine);
+    const out: Record<string, ToolPolicy> = {};
+    for (const m of mine) {
+      const { picks, fallback } = picksOf(form, m.id);
+      const policy = policyFromPicks(listed.get(m.id)?.tools ?? [], picks, fallback);
+      if (policy) Object.defineProperty(out, m.id, { value: policy, enumerable: true });
+    }
+    return Object.keys(out).length > 0 ? out : undefined;
+  }
+
   const selectionOf = (form: Form, record: AccessRequestRecord): Selection => ({
     role: appRoles.find((r) => r === form.approved_role),
     instanceIds: new Set(record.requested.mcp_servers.flatMap((_s, i) => strings(form[`mcp_${i}`]))),
@@ -496,15 +564,15 @@ export function mountReviewUi(
     await decide(
       ctx,
       async (user, record, form) => {
+        const mcp_servers = record.requested.mcp_servers
+          .map((s, i) => ({ url: s.url, instance_ids: [...new Set(strings(form[`mcp_${i}`]))] }))
+          .filter((s) => s.instance_ids.length > 0);
+        const tool_policies = await policiesFromForm(record, user, form, mcp_servers.flatMap((s) => s.instance_ids));
         const parsed = approveBody.safeParse({
           approved_role: form.approved_role,
           ...limitsOfForm(form),
-          approved: {
-            version: '1',
-            mcp_servers: record.requested.mcp_servers
-              .map((s, i) => ({ url: s.url, instance_ids: [...new Set(strings(form[`mcp_${i}`]))] }))
-              .filter((s) => s.instance_ids.length > 0),
-          },
+          approved: { version: '1', mcp_servers },
+          ...(tool_policies ? { tool_policies } : {}),
         });
         if (!parsed.success) {
           const limitsWrong = parsed.error.issues.some((i) => i.path[0] === 'limits');

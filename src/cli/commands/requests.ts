@@ -6,6 +6,7 @@ import { DaemonClient, usage } from '../client.js';
 import { CliError } from '../errors.js';
 import { resolve, resolveMcpSelections, shortId } from '../ids.js';
 import { type Output, printFields, printJson, printRows, when } from '../output.js';
+import { toolLine } from './calls.js';
 import type { z } from 'zod';
 import type { accessRequestSummary, reviewResponse } from '../../access-requests/schemas.js';
 
@@ -150,7 +151,14 @@ Examples:
         if (server.instances.length === 0) printFields(o, [['  instance', '(none of yours: add one with `svc mcp add`)']]);
         for (const i of server.instances) {
           printFields(o, [['  instance', `${i.id}  ${i.name}${i.enabled ? '' : ' (disabled)'}${granted.has(i.id) ? ' (granted)' : ''}`]]);
+          if (i.enabled && i.tools_known === false) printFields(o, [['    tools', '(not known: the server did not answer; each gets its default when called)']]);
+          if (r.status === 'draft') for (const t of i.tools ?? []) printFields(o, [['    tool', toolLine(t)]]);
         }
+      }
+      // a grant's choices in force, per granted instance (change them with `svc requests tools`)
+      for (const c of r.tool_choices ?? []) {
+        printFields(o, [['granted', `${c.instance_id}  ${c.instance_name ?? '(removed)'}${c.default ? ` (default ${c.default})` : ''}`]]);
+        for (const t of c.tools) printFields(o, [['    tool', toolLine(t)]]);
       }
     });
 

@@ -10,23 +10,29 @@ export interface KeyHintsProps {
   color: boolean;
   /** in the detail: whether the request can still be decided (a draft with time left) */
   decidable?: boolean;
+  /** in the list: whether the highlighted row is a held call */
+  onCall?: boolean;
 }
 
 const HINTS: Record<HintScreen, string> = {
-  list: '↑↓/jk move  Enter open  Tab apps  q quit',
+  list: '↑↓/jk move  Enter open  Tab apps  g tool choices  q quit',
   detail: '↑↓/jk move  space toggle  r role  l limits  a approve  d deny  Esc back  q quit',
+  call: 'a approve  d deny  Esc back  q quit',
+  grants: '↑↓/jk move  Enter tool choices  Esc back  q quit',
+  grant: '↑↓/jk move  space allow/ask/deny  s save  Esc back  q quit',
   apps: '↑↓/jk move  r revoke  l limits  Tab requests  q quit',
   confirm: 'y revoke  any other key keeps it',
   limits: 'digits  Backspace  Tab next field  Enter save  Esc cancel',
 };
+const ON_CALL = '↑↓/jk move  Enter arguments  a approve  d deny  q quit';
 /** A request decided elsewhere, or expired: only what still works is offered. */
 const DECIDED = 'Esc back  q quit';
 
 /** The bottom line: the keys that work on this screen (decisions: Review surfaces). */
-export function KeyHints({ screen, color, decidable = true }: KeyHintsProps) {
+export function KeyHints({ screen, color, decidable = true, onCall = false }: KeyHintsProps) {
   return (
     <Text wrap="truncate-end" {...tone(color, 'muted')}>
-      {screen === 'detail' && !decidable ? DECIDED : HINTS[screen]}
+      {screen === 'detail' && !decidable ? DECIDED : screen === 'list' && onCall ? ON_CALL : HINTS[screen]}
     </Text>
   );
 }

@@ -1,6 +1,8 @@
 import { Box, Text } from 'ink';
 import type { ReactNode } from 'react';
 import { unverifiedReason } from '../../access-requests/client-kinds.js';
+import { hintWords } from '../../mcp/choices.js';
+import type { ToolChoice } from '../../store/schema.js';
 import { countdown, safe, tone, windowFor } from '../format.js';
 import { type AppRole, ROLE_NAMES, ROLES, type ReviewData } from '../types.js';
 
@@ -14,6 +16,8 @@ export interface RequestDetailProps {
   /** Index into the enabled instances, in display order. */
   cursor: number;
   secondsLeft: number;
+  /** the reviewer's tool choices per instance (absent: each tool's own) */
+  picks?: Record<string, Record<string, ToolChoice>>;
   /** the limits `a` would set, as typed (empty: none), and the field `l` is editing */
   limits?: { rpm: string; tokens: string };
   editing?: 'rpm' | 'tokens' | null;
@@ -26,7 +30,9 @@ export interface RequestDetailProps {
 type Line =
   | { kind: 'url'; url: string }
   | { kind: 'none' }
-  | { kind: 'instance'; id: string; name: string; enabled: boolean; index: number };
+  | { kind: 'instance'; id: string; name: string; enabled: boolean; index: number }
+  | { kind: 'tool'; instance: string; name: string; choice: ToolChoice; default_choice: ToolChoice; words: string[]; locked: boolean; index: number }
+  | { kind: 'unknown-tools'; instance: string };
 
 const LABEL_W = 12;
 
@@ -46,7 +52,7 @@ function Field({ label, children, color }: { label: string; children: ReactNode;
 const roleText = (role: AppRole) => `${role} (${ROLE_NAMES[role]})`;
 
 /** One request: who asks, for what role, which MCP servers, with the reviewer's instances to tick. */
-export function RequestDetail({ data, role, selected, cursor, secondsLeft, limits = { rpm: '', tokens: '' }, editing = null, width, height, color }: RequestDetailProps) {
+export function RequestDetail({ data, role, selected, cursor, secondsLeft, picks, limits = { rpm: '', tokens: '' }, editing = null, width, height, color }: RequestDetailProps) {
   if (!data) {
     return (
       <Box width={width}>
@@ -59,13 +65,21 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, limit
   for (const server of data.mcp_servers) {
     lines.push({ kind: 'url', url: server.url });
     if (server.instances.length === 0) lines.push({ kind: 'none' });
-    for (const i of server.instances) lines.push({ kind: 'instance', id: i.id, name: i.name, enabled: i.enabled, index: i.enabled ? index++ : -1 });
+    for (const i of server.instances) {
+      lines.push({ kind: 'instance', id: i.id, name: i.name, enabled: i.enabled, index: i.enabled ? index++ : -1 });
+      if (!i.enabled) continue;
+      if (i.tools_known === false) lines.push({ kind: 'unknown-tools', instance: i.id });
+      for (const t of i.tools ?? []) {
+        const choice = t.owner_denied ? 'deny' : (picks?.[i.id]?.[t.name] ?? t.choice);
+        lines.push({ kind: 'tool', instance: i.id, name: t.name, choice, default_choice: t.default_choice, words: hintWords(t.annotations), locked: Boolean(t.owner_denied), index: t.owner_denied ? -1 : index++ });
+      }
+    }
   }
   const chosen = new Set(selected);
   const selectedCount = data.mcp_servers.reduce((n, s) => n + s.instances.filter((i) => i.enabled && chosen.has(i.id)).length, 0);
   const canCycle = ROLES.indexOf(data.max_grantable_role) > 0;
   const fixed = 8 + (data.app_description ? 1 : 0) + (data.app_registered === false ? 1 : 0) + (data.redirect_url ? 1 : 0);
-  const cursorLine = Math.max(0, lines.findIndex((l) => l.kind === 'instance' && l.index === cursor));
+  const cursorLine = Math.max(0, lines.findIndex((l) => (l.kind === 'instance' || l.kind === 'tool') && l.index === cursor));
   const { start, end } = windowFor(lines.length, cursorLine, height - fixed);
   const above = start;
   const below = lines.length - end;
@@ -144,6 +158,24 @@ export function RequestDetail({ data, role, selected, cursor, secondsLeft, limit
               {'      '}(none of yours: add one with `svc mcp add`)
             </Text>
           );
+        if (line.kind === 'unknown-tools')
+          return (
+            <Text key={`t${start + i}`} wrap="truncate-end" {...tone(color, 'muted')}>
+              {'        '}tools not known (no answer from the server): each gets its default
+            </Text>
+          );
+        if (line.kind === 'tool') {
+          const at = !line.locked && line.index === cursor;
+          const changed = line.choice !== line.default_choice;
+          return (
+            <Text key={`${line.instance}:${line.name}`} wrap="truncate-end" {...(at ? tone(color, 'accent') : line.choice === 'ask' || line.choice === 'deny' ? tone(color, 'warning') : {})}>
+              {at ? '      › ' : '        '}
+              {`${line.choice.padEnd(5)}`} {safe(line.name, 60)}
+              {line.locked ? ' (owner: denied)' : changed ? ` (default ${line.default_choice})` : ''}
+              <Text {...tone(color, 'muted')}>{line.words.length ? `  ${line.words.join(', ')}` : ''}</Text>
+            </Text>
+          );
+        }
         const here = line.enabled && line.index === cursor;
         const box = !line.enabled ? '[-]' : chosen.has(line.id) ? '[x]' : '[ ]';
         const style = here ? tone(color, 'accent') : !line.enabled ? tone(color, 'muted') : {};

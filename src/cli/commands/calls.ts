@@ -1,0 +1,174 @@
+import { type Command, Option } from 'commander';
+import type { z } from 'zod';
+import type { grantToolChoices, HeldCallView, reviewTool, ToolPoliciesInput } from '../../mcp/policy-schemas.js';
+import { argumentsText } from '../../mcp/display.js';
+import { hintWords } from '../../mcp/choices.js';
+import { inert } from '../../text.js';
+import { DaemonClient, usage } from '../client.js';
+import { resolve, resolveId, shortId } from '../ids.js';
+import { type Output, printFields, printJson, printRows } from '../output.js';
+
+/** The choices (and what `svc requests show` prints of tools), as the API answers them; type-only, so the CLI never loads zod. */
+type GrantChoices = z.infer<typeof grantToolChoices>;
+type ReviewTool = z.infer<typeof reviewTool>;
+
+const CHOICES = ['allow', 'ask', 'deny'] as const;
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const enc = encodeURIComponent;
+
+/** `10m`, `2h`, `90` (minutes): how long an approval is remembered, in minutes (1 to 1440). */
+export function parseForMinutes(value: string): number {
+  const m = /^(\d{1,5})\s*(m|min|minutes?|h|hours?)?$/i.exec(value.trim());
+  const minutes = m ? Number(m[1]) * (m[2] && /^h/i.test(m[2]) ? 60 : 1) : NaN;
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > 1440) throw usage(`--for takes a time from 1m to 24h, such as 10m or 1h, not "${value}".`);
+  return minutes;
+}
+
+function age(iso: string, now: number): string {
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+}
+
+/** One line of a tool for `svc requests show`: its name, its choice, its hints. */
+export function toolLine(t: ReviewTool): string {
+  const words = hintWords(t.annotations);
+  const chosen = t.owner_denied ? 'deny (the instance owner\'s allow-list)' : `${t.choice}${t.choice === t.default_choice ? ' (default)' : ` (default ${t.default_choice})`}`;
+  return `${inert(t.name, 120)}  ${chosen}${words.length ? `  [${words.join(', ')}]` : ''}`;
+}
+
+/** `svc calls`: the tool calls held for the person's decision. */
+export function registerCalls(program: Command, o: Output): void {
+  const calls = program
+    .command('calls')
+    .description('Tool calls held for your decision: a tool you set to ask runs only once you approve that very call')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ svc calls list
+  $ svc calls list --json
+  $ svc calls approve 5d2a9c            # a unique prefix of the id will do
+  $ svc calls approve 5d2a9c --for 10m  # and the same tool of that grant runs without asking for 10 minutes
+  $ svc calls deny 5d2a9c
+`,
+    );
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const callId = (client: DaemonClient, typed: string) => resolve(client, 'call', typed);
+
+  calls
+    .command('list')
+    .description('Held calls, waiting ones first, with their arguments (and those decided in the last hour)')
+    .addOption(new Option('--status <status>', 'only this status').choices(['pending', 'approved', 'denied', 'expired', 'failed']))
+    .option('--json', 'machine-readable output (arguments in full)')
+    .action(async (opts: { status?: string; json?: boolean }, cmd: Command) => {
+      const q = opts.status ? `?status=${enc(opts.status)}` : '';
+      const { body } = await (await connect(cmd)).request<{ data: HeldCallView[] }>('GET', `/svc/v1/calls${q}`);
+      const rows = [...body.data].sort((a, b) => Number(b.status === 'pending') - Number(a.status === 'pending'));
+      if (opts.json) return printJson(o, rows);
+      const now = Date.now();
+      printRows(o, rows, [
+        { header: 'id', value: (c) => (o.isTTY ? shortId(c.id) : c.id) },
+        { header: 'status', value: (c) => c.status },
+        { header: 'app', value: (c) => c.app_name ?? c.app_client_id },
+        { header: 'tool', value: (c) => c.tool },
+        { header: 'instance', value: (c) => c.instance_name },
+        { header: 'waiting', value: (c) => (c.status === 'pending' ? age(c.created_at, now) : `${Math.round((c.waited_ms ?? 0) / 1000)}s`) },
+        // the arguments in full, on one line; every invisible character shows as its escape
+        { header: 'arguments', value: (c) => argumentsText(c.arguments, 0) },
+      ]);
+    });
+
+  calls
+    .command('approve <id>')
+    .description('Let a held call run, once, exactly as it was held; the app gets its answer')
+    .option('--for <time>', 'also let the same tool of the same grant and instance run without asking for this long (e.g. 10m, 1h)')
+    .option('--json', 'machine-readable output')
+    .action(async (typed: string, opts: { for?: string; json?: boolean }, cmd: Command) => {
+      const minutes = opts.for === undefined ? undefined : parseForMinutes(opts.for);
+      const client = await connect(cmd);
+      const id = await callId(client, typed);
+      const { body } = await client.request<HeldCallView>('POST', `/svc/v1/calls/${enc(id)}/approve`, minutes ? { remember_minutes: minutes } : {});
+      if (opts.json) return printJson(o, body);
+      o.err(`Approved ${inert(body.tool, 120)} for ${inert(body.app_name ?? body.app_client_id, 120)}: it runs now, once.${body.remember_until ? ` The same tool of this grant runs without asking until ${body.remember_until}.` : ''}\n`);
+    });
+
+  calls
+    .command('deny <id>')
+    .description('Decline a held call: it does not run, and the app is told you declined')
+    .option('--json', 'machine-readable output')
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await callId(client, typed);
+      const { body } = await client.request<HeldCallView>('POST', `/svc/v1/calls/${enc(id)}/deny`);
+      if (opts.json) return printJson(o, body);
+      o.err(`Denied ${inert(body.tool, 120)} for ${inert(body.app_name ?? body.app_client_id, 120)}: it did not run.\n`);
+    });
+}
+
+/** `svc requests tools`: a grant's tool choices, later. Added to the `requests` group. */
+export function registerRequestTools(program: Command, o: Output): void {
+  const requests = program.commands.find((c) => c.name() === 'requests');
+  if (!requests) return;
+  requests
+    .command('tools <id>')
+    .description("Change a grant's tool choices for one instance; without a change, show them")
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ svc requests tools 3f2c... --instance 9b1e... --ask delete_file --deny format_disk
+  $ svc requests tools 3f2c... --instance 9b1e... --default ask
+  $ svc requests tools 3f2c...
+`,
+    )
+    .option('--instance <id>', 'the granted MCP instance (its id or a unique prefix)')
+    .option('--allow <name>', 'let this tool run (repeatable)', collect, [])
+    .option('--ask <name>', 'hold each call of this tool for your approval (repeatable)', collect, [])
+    .option('--deny <name>', 'refuse this tool and leave it out of tools/list (repeatable)', collect, [])
+    .option('--reset <name>', 'back to the default for this tool (repeatable)', collect, [])
+    .addOption(new Option('--default <choice>', 'for every tool without a choice of its own').choices([...CHOICES, 'annotations']))
+    .option('--json', 'machine-readable output')
+    .action(async (typed: string, opts: { instance?: string; allow: string[]; ask: string[]; deny: string[]; reset: string[]; default?: string; json?: boolean }, cmd: Command) => {
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const id = await resolve(client, 'request', typed);
+      const changes = [...opts.allow, ...opts.ask, ...opts.deny, ...opts.reset];
+      let choices: GrantChoices[];
+      if (changes.length === 0 && opts.default === undefined) {
+        const { body } = await client.request<{ tool_choices?: GrantChoices[] }>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
+        choices = body.tool_choices ?? [];
+      } else {
+        if (!opts.instance) throw usage('Name the instance whose tools you change: --instance ID.');
+        const { body: review } = await client.request<{ tool_choices?: GrantChoices[] }>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
+        const instance = resolveId(opts.instance, (review.tool_choices ?? []).map((c) => c.instance_id), 'instance');
+        const seen = new Set<string>();
+        for (const name of changes) {
+          if (seen.has(name)) throw usage(`${name} is named twice; give each tool one choice.`);
+          seen.add(name);
+        }
+        const tools = Object.fromEntries([
+          ...opts.allow.map((n) => [n, 'allow']),
+          ...opts.ask.map((n) => [n, 'ask']),
+          ...opts.deny.map((n) => [n, 'deny']),
+          ...opts.reset.map((n) => [n, null]),
+        ]);
+        const policy: ToolPoliciesInput[string] = {
+          ...(changes.length > 0 ? { tools } : {}),
+          ...(opts.default !== undefined ? { default: opts.default === 'annotations' ? null : (opts.default as (typeof CHOICES)[number]) } : {}),
+        };
+        const { body } = await client.request<{ tool_choices: GrantChoices[] }>('PUT', `/svc/v1/access-requests/${enc(id)}/tools`, { [instance]: policy });
+        choices = body.tool_choices;
+      }
+      if (opts.json) return printJson(o, choices);
+      if (choices.length === 0) o.err('This grant has no MCP instance, or is not approved.\n');
+      for (const c of choices) {
+        printFields(o, [
+          ['instance', `${c.instance_id}  ${c.instance_name ?? '(removed)'}`],
+          ['default', c.default ?? 'by annotations (ask for a destructive tool, else allow)'],
+        ]);
+        if (!c.tools_known) printFields(o, [['  tools', '(not known yet: refresh them, or call one)']]);
+        for (const t of c.tools) printFields(o, [['  tool', toolLine(t)]]);
+        const listed = new Set(c.tools.map((t) => t.name));
+        for (const [name, choice] of Object.entries(c.choices)) if (!listed.has(name)) printFields(o, [['  tool', `${inert(name, 120)}  ${choice} (not in the server's list)`]]);
+      }
+    });
+}

@@ -1,0 +1,141 @@
+/**
+ * MCP servers with three tools for the tool-choice tests: `read_notes` (read-only), `delete_note`
+ * (destructive) and `touch` (no annotations). Each counts what it ran, with the arguments, so a
+ * test can say the upstream never ran a call. One is a v1 SDK server with sessions, SSE answers
+ * and an event store (resumable with Last-Event-ID); the other a v2 SDK server for the stateless
+ * 2026-07-28 era.
+ */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import { createMcpHandler, McpServer as ModernServer } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import * as z4 from 'zod/v4';
+
+export interface Ran {
+  tool: string;
+  args: unknown;
+}
+
+export const TOOL_NAMES = ['read_notes', 'delete_note', 'touch'] as const;
+
+function legacyServer(ran: Ran[]) {
+  const server = new McpServer({ name: 'risky', version: '1.0.0' });
+  server.registerTool('read_notes', { description: 'Reads the notes', annotations: { readOnlyHint: true } }, async () => {
+    ran.push({ tool: 'read_notes', args: {} });
+    return { content: [{ type: 'text', text: 'the notes' }] };
+  });
+  server.registerTool(
+    'delete_note',
+    { description: 'Deletes a note for good', inputSchema: { id: z.string(), note: z.string().optional() }, annotations: { destructiveHint: true, title: 'Delete a note' } },
+    async (args) => {
+      ran.push({ tool: 'delete_note', args });
+      return { content: [{ type: 'text', text: `deleted ${args.id}` }] };
+    },
+  );
+  server.registerTool('touch', { description: 'Touches a file', inputSchema: { path: z.string() } }, async (args) => {
+    ran.push({ tool: 'touch', args });
+    return { content: [{ type: 'text', text: `touched ${args.path}` }] };
+  });
+  return server;
+}
+
+/** The v1 SDK server: sessions, SSE answers, an event store for resumption. */
+export async function startRiskyServer() {
+  const ran: Ran[] = [];
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const body = raw ? JSON.parse(raw) : undefined;
+    const sid = req.headers['mcp-session-id'] as string | undefined;
+    let transport = sid ? sessions.get(sid) : undefined;
+    if (!transport) {
+      if (sid) {
+        res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
+        return;
+      }
+      const created = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        eventStore: new InMemoryEventStore(),
+        onsessioninitialized: (id) => {
+          sessions.set(id, created);
+        },
+      });
+      created.onclose = () => {
+        if (created.sessionId) sessions.delete(created.sessionId);
+      };
+      await legacyServer(ran).connect(created);
+      transport = created;
+    }
+    await transport.handleRequest(req, res, body);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    ran,
+    runs: (tool: string) => ran.filter((r) => r.tool === tool).length,
+    async close() {
+      for (const t of sessions.values()) await t.close().catch(() => undefined);
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** The v2 SDK server of the 2026-07-28 era: stateless, Mcp-Method and Mcp-Name headers. */
+export async function startModernRiskyServer() {
+  const ran: Ran[] = [];
+  const handler = createMcpHandler(() => {
+    const s = new ModernServer({ name: 'modern-risky', version: '1.0.0' });
+    s.registerTool('read_notes', { description: 'Reads', inputSchema: z4.object({}), annotations: { readOnlyHint: true } }, async () => {
+      ran.push({ tool: 'read_notes', args: {} });
+      return { content: [{ type: 'text', text: 'the notes' }] };
+    });
+    s.registerTool('delete_note', { description: 'Deletes', inputSchema: z4.object({ id: z4.string() }), annotations: { destructiveHint: true } }, async (args) => {
+      ran.push({ tool: 'delete_note', args });
+      return { content: [{ type: 'text', text: `deleted ${args.id}` }] };
+    });
+    s.registerTool('touch', { description: 'Touches', inputSchema: z4.object({ path: z4.string() }) }, async (args) => {
+      ran.push({ tool: 'touch', args });
+      return { content: [{ type: 'text', text: `touched ${args.path}` }] };
+    });
+    return s;
+  });
+  const server = http.createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v);
+    const answer = await handler.fetch(new Request(`http://127.0.0.1${req.url}`, { method: req.method, headers, body: req.method === 'POST' ? Buffer.concat(chunks) : undefined }));
+    res.writeHead(answer.status, Object.fromEntries(answer.headers));
+    if (answer.body) for await (const c of answer.body as unknown as AsyncIterable<Uint8Array>) res.write(c);
+    res.end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`,
+    ran,
+    runs: (tool: string) => ran.filter((r) => r.tool === tool).length,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await handler.close();
+    },
+  };
+}
+
+/** Polls `check` until it answers something truthy; fails with `what` when the deadline passes. */
+export async function eventually<T>(check: () => Promise<T> | T, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
