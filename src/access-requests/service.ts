@@ -349,7 +349,10 @@ export class AccessRequestsService {
       if (r.status !== 'approved') throw conflict('not_approved', `Only an approved grant has limits; this one is ${r.status}.`);
       if (r.user_id !== actor.id && actor.role !== 'admin') throw forbidden("Only the grant's approver or an admin can set its limits.");
       const current = r.limits ?? { requests_per_minute: null, tokens_per_day: null };
-      r.limits = normalLimits({ ...current, ...limits });
+      const next = normalLimits({ ...current, ...limits });
+      // the same limits again (an empty body) change nothing, so nothing is written
+      if (next.requests_per_minute === current.requests_per_minute && next.tokens_per_day === current.tokens_per_day) return;
+      r.limits = next;
       r.updated_at = this.nowIso();
     });
     if (!record) throw notFound('No such access request.');
