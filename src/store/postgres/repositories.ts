@@ -51,7 +51,14 @@ type Listener = (key: string, record: unknown) => void;
 export const CHANNEL = 'svc_changes';
 type Query = (sql: string, params?: unknown[]) => Promise<pg.QueryResult>;
 
-const MAX_ATTEMPTS = 8;
+/**
+ * A serializable transaction that conflicts is run again, with a growing random pause: under
+ * contention on one row (twenty logins failing at once) only one of the writers commits per round,
+ * so a fixed small number of tries would turn busy moments into errors. It is given up, as
+ * store_unavailable, only after RETRY_MS.
+ */
+const MAX_ATTEMPTS = 60;
+const RETRY_MS = 2_000;
 /** Set while a transaction's `fn` runs, in tests only (see store.ts for why not in the daemon). */
 const inTransaction = process.env.NODE_ENV === 'test' ? new AsyncLocalStorage<boolean>() : null;
 const nestedTransaction = () => new Error('a transaction was started inside another one: use the repositories the transaction gives');
@@ -88,6 +95,7 @@ export class PostgresShared {
    */
   async transaction<R>(fn: (tx: TxState) => Promise<R>): Promise<R> {
     if (inTransaction?.getStore()) throw nestedTransaction();
+    const began = Date.now();
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -116,8 +124,8 @@ export class PostgresShared {
         const cause = tx.failure ?? err;
         broken = connectionLost(cause);
         if (!broken) await client.query('ROLLBACK').catch(() => (broken = true));
-        if (isRetryable(cause) && attempt < MAX_ATTEMPTS) {
-          await sleep(Math.random() * 5 * attempt);
+        if (isRetryable(cause) && attempt < MAX_ATTEMPTS && Date.now() - began < RETRY_MS) {
+          await sleep(Math.random() * Math.min(50, 2 ** attempt));
           continue;
         }
         throw storeError(cause);
