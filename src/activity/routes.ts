@@ -17,7 +17,15 @@ const idParam = z.object({ id: z.string().min(1).max(100) });
  */
 async function visibleGrants(deps: AppDeps, user: UserRecord, named?: string): Promise<Set<string> | undefined> {
   if (!named && user.role === 'admin') return undefined;
-  const mine = (await deps.repos.accessRequests.list()).filter((r) => r.user_id !== null && (user.role === 'admin' || r.user_id === user.id));
+  const mayRead = (r: { user_id: string | null }) => r.user_id !== null && (user.role === 'admin' || r.user_id === user.id);
+  // A whole id (what the pages that poll every second or two send) is one lookup, not a scan of
+  // every stored request.
+  if (named && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(named)) {
+    const record = await deps.repos.accessRequests.get(named.toLowerCase());
+    if (!record || !mayRead(record)) throw notFound('No such grant of yours.');
+    return new Set([record.id]);
+  }
+  const mine = (await deps.repos.accessRequests.list()).filter(mayRead);
   if (!named) return new Set(mine.map((r) => r.id));
   if (named.length < 6) throw invalidBody('grant must be an access request id, or a prefix of at least 6 characters.', 'grant');
   const found = mine.filter((r) => r.id.startsWith(named.toLowerCase()));
