@@ -371,11 +371,20 @@ describe('tool choices per grant, and calls held for the person', () => {
 
   it('a denied tool is missing from tools/list on every stream: an SSE answer, and a stream resumed with Last-Event-ID', async () => {
     const g = await grant([{ url: risky.url, instance_ids: [notes] }], { [notes]: { tools: { delete_note: 'deny' } } });
-    const client = await sdkClient(notes, g.token);
-    const transport = (client as unknown as { _transport: { sessionId?: string } })._transport;
-    const sessionId = transport.sessionId!;
+    // A session of its own, opened by hand: the SDK client would also open its standalone GET
+    // stream in the background, and that racing the resumed stream below made the replay wait.
+    const post = (body: unknown, extra: Record<string, string> = {}) =>
+      fetch(proxyUrl(notes), {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${g.token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', ...extra },
+        body: JSON.stringify(body),
+      });
+    const init = await post({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'tool-choices-app', version: '1.0.0' } } });
+    const sessionId = init.headers.get('mcp-session-id')!;
+    await init.text();
     expect(sessionId).toBeTruthy();
     const headers = { Authorization: `Bearer ${g.token}`, 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-11-25' };
+    await (await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, { 'Mcp-Session-Id': sessionId, 'Mcp-Protocol-Version': '2025-11-25' })).text();
     const listed = await fetch(proxyUrl(notes), {
       method: 'POST',
       headers: { ...headers, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
@@ -401,6 +410,6 @@ describe('tool choices per grant, and calls held for the person', () => {
     await reader.cancel().catch(() => undefined);
     expect(replay).toContain('read_notes');
     expect(replay).not.toContain('delete_note');
-    await client.close();
+    await fetch(proxyUrl(notes), { method: 'DELETE', headers }).catch(() => undefined);
   });
 });
