@@ -10,7 +10,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import type { EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createMcpHandler, McpServer as ModernServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import * as z4 from 'zod/v4';
@@ -43,6 +44,35 @@ function legacyServer(ran: Ran[]) {
   return server;
 }
 
+/**
+ * An event store whose ids sort in the order the events were stored. The SDK's example store
+ * orders by `<stream>_<ms>_<random>`, so two events of one millisecond (a stream's priming event
+ * and the answer after it) replay in a random order, and a resume after the first may miss the
+ * second.
+ */
+class OrderedEventStore implements EventStore {
+  private readonly events: { id: string; streamId: string; message: JSONRPCMessage }[] = [];
+  private next = 0;
+
+  async storeEvent(streamId: string, message: JSONRPCMessage): Promise<string> {
+    const id = `${streamId}_${String(this.next++).padStart(8, '0')}`;
+    this.events.push({ id, streamId, message });
+    return id;
+  }
+
+  async getStreamIdForEventId(eventId: string): Promise<string | undefined> {
+    return this.events.find((e) => e.id === eventId)?.streamId;
+  }
+
+  async replayEventsAfter(lastEventId: string, { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> }): Promise<string> {
+    const at = this.events.findIndex((e) => e.id === lastEventId);
+    if (at === -1) return '';
+    const { streamId } = this.events[at];
+    for (const e of this.events.slice(at + 1)) if (e.streamId === streamId) await send(e.id, e.message);
+    return streamId;
+  }
+}
+
 /** The v1 SDK server: sessions, SSE answers, an event store for resumption. */
 export async function startRiskyServer() {
   const ran: Ran[] = [];
@@ -61,7 +91,7 @@ export async function startRiskyServer() {
       }
       const created = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        eventStore: new InMemoryEventStore(),
+        eventStore: new OrderedEventStore(),
         onsessioninitialized: (id) => {
           sessions.set(id, created);
         },
