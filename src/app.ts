@@ -107,7 +107,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
   // A review waits for an instance's tool list at most this long; a call of a tool may wait the full timeout.
   const policies = new ToolPolicies(deps.repos, mcpTools, deps.clock, deps.logger, Math.min(5_000, deps.config.mcpTimeoutMs));
-  const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000);
+  const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000, deps.repos.heldCalls);
   const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
   held.onHeld((c) => notifier.notify(`svc: ${c.app_name ?? c.app_client_id} wants to run ${c.tool}`, `On ${c.instance_name}. Approve or deny it at`, `${deps.baseUrl()}/ui/calls`));
   // A new draft (created and not changed since) is news for the person too.
@@ -155,7 +155,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
   const openStreams = new OpenStreams(config.maxStreams);
   const record = recordActivity(activity, deps.repos, deps.clock);
-  const grantLimits = enforceGrantLimits(activity, deps.clock);
+  const grantLimits = enforceGrantLimits(activity, deps.clock, deps.repos.grantUsage, (err) => deps.logger.warn({ err: err.message }, 'could not count a grant\'s tokens'));
   // Outermost the activity, which sees every refusal; then who the caller is, the person's limits
   // on the grant, and the concurrency every grant gets.
   const checked: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next)));

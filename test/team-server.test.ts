@@ -15,6 +15,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Secret } from '../src/config.js';
 import { replicaOf } from '../src/models/downloads.js';
+import { localDay } from '../src/activity/log.js';
 import { MasterKeyError } from '../src/store/master-key.js';
 import type { PullRecord } from '../src/store/records.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
@@ -22,6 +23,7 @@ import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from 
 import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { startUpstream } from './helpers/upstream.js';
+import { startRiskyServer } from './helpers/risky-mcp.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
@@ -33,6 +35,17 @@ const available = needs(postgresBinDir() !== null, 'team server (replicas on Pos
 async function eventually(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Polls `check` until it answers something; fails naming `what` when `ms` runs out. */
+async function eventuallyValue<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
     if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -167,6 +180,105 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     }
     clock.advance(1_001);
     expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
+  });
+
+  /** An approved grant of a new app (User, with `mcp_servers`), its limits set, and an OAuth token for it through the balancer. */
+  async function teamGrant(team: Team, admin: Api, opts: { limits?: Record<string, unknown>; mcp_servers?: { url: string; instance_ids: string[] }[] } = {}) {
+    const { clientId, secret } = await registerClient(admin);
+    const created = await team.api().post('/svc/v1/apps/request-access', {
+      app_client_id: clientId,
+      flow_type: 'popup',
+      requested_role: 'scope_user_user',
+      requested: { version: '1', mcp_servers: (opts.mcp_servers ?? []).map((m) => ({ url: m.url })) },
+    });
+    expect(created.status, created.text).toBe(201);
+    const approved = await admin.put(`/svc/v1/access-requests/${created.body.id}/approve`, {
+      approved_role: 'scope_user_user',
+      approved: { version: '1', mcp_servers: opts.mcp_servers ?? [] },
+      ...(opts.limits ? { limits: opts.limits } : {}),
+    });
+    expect(approved.status, approved.text).toBe(200);
+    const config = await oidcConfig({ baseUrl: team.balancer.url } as TestDaemon, clientId, secret);
+    const { tokens } = await authorize(config, admin, approved.body.access_request_scope);
+    return { id: created.body.id as string, bearer: { Authorization: `Bearer ${tokens!.access_token}` } };
+  }
+
+  it("a grant's calls a minute are counted by every replica together: spread over both, the budget is the approver's, not twice it", async () => {
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const g = await teamGrant(team, admin, { limits: { requests_per_minute: 3 } });
+    const statuses: number[] = [];
+    const servedBy: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await team.api().get('/v1/models', g.bearer);
+      statuses.push(res.status);
+      servedBy.push(team.balancer.history[team.balancer.history.length - 1]);
+    }
+    expect(statuses).toEqual([200, 200, 200, 429, 429, 429]);
+    // the refusals came from both replicas: neither had counted its own share only
+    expect(new Set(servedBy.slice(3)).size).toBe(2);
+    const refused = await team.api().get('/v1/models', g.bearer);
+    expect(refused.body).toMatchObject({ error: { code: 'grant_rate_limited' } });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it("a grant's tokens a day are counted by every replica together", async () => {
+    const upstream = await startUpstream();
+    running.push({ stop: () => upstream.close() });
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    expect((await admin.post('/svc/v1/providers', { name: 'shared', base_url: upstream.url })).status).toBe(201);
+    const g = await teamGrant(team, admin, { limits: { tokens_per_day: 3 } });
+    for (const r of team.replicas) {
+      await eventually('the model on every replica', async () => ((await new Api(r.url).get('/v1/models', g.bearer)).body.data ?? []).length > 0);
+    }
+    const chat = () => team.api().post('/v1/chat/completions', { model: 'fake-model', messages: [{ role: 'user', content: 'a' }] }, g.bearer);
+    // two tokens each, one on each replica: 4 counted, over the budget of 3
+    for (let i = 0; i < 2; i++) expect((await chat()).status).toBe(200);
+    // each answer's count is written as it ends, where every replica reads it
+    const usage = team.replicas[0].deps.repos.grantUsage!;
+    await eventually('both answers counted', async () => (await usage.tokensOn(g.id, localDay(Date.now()))) >= 4);
+    // neither replica alone saw more than 2: both refuse now
+    for (let i = 0; i < 2; i++) {
+      const refused = await chat();
+      expect(refused.status).toBe(429);
+      expect(refused.body).toMatchObject({ error: { code: 'grant_token_budget_exhausted' } });
+    }
+    expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
+  });
+
+  it('a tool call held by one replica is decided through the other, and the holding replica answers the app at once', async () => {
+    const risky = await startRiskyServer();
+    running.push({ stop: () => risky.close() });
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const instance = (await admin.post('/svc/v1/mcps', { name: 'notes', url: risky.url })).body.instance.id as string;
+    const g = await teamGrant(team, admin, { mcp_servers: [{ url: risky.url, instance_ids: [instance] }] });
+    // delete_note is destructive: its default choice is ask
+    const call = team.api().post(`/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { params: { id: 'n1' } }, g.bearer);
+    const holder = await eventuallyValue('the held call on the holding replica', async () => {
+      for (const r of team.replicas) if ((await r.deps.repos.heldCalls!.list()).some((c) => c.view.status === 'pending')) return r;
+      return undefined;
+    });
+    const other = team.replicas.find((r) => r !== holder)!;
+    const person = await new Api(other.url).login('admin', team.password);
+    const pending = (await person.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string; arguments: unknown }[];
+    expect(pending).toHaveLength(1);
+    expect(pending[0]).toMatchObject({ tool: 'delete_note', arguments: { id: 'n1' } });
+    expect(risky.runs('delete_note')).toBe(0);
+    const decidedAt = Date.now();
+    const approved = await person.post(`/svc/v1/calls/${pending[0].id}/approve`, {});
+    expect(approved.status, approved.text).toBe(200);
+    const answer = await call;
+    // at once: well before the call would have expired (30 s), through the change notice
+    expect(Date.now() - decidedAt).toBeLessThan(5_000);
+    expect(answer.status, answer.text).toBe(200);
+    expect(JSON.stringify(answer.body)).toContain('deleted n1');
+    expect(risky.runs('delete_note')).toBe(1);
+    // decided once, on every replica
+    const again = await new Api(holder.url).login('admin', team.password);
+    expect((await again.post(`/svc/v1/calls/${pending[0].id}/deny`, {})).status).toBe(409);
+    expect((await again.get('/svc/v1/calls')).body.data[0]).toMatchObject({ id: pending[0].id, status: 'approved', decided_by: 'admin' });
   });
 
   it("a provider added or removed on one replica reaches the other's model catalog by itself", async () => {

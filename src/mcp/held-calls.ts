@@ -2,14 +2,22 @@ import { randomUUID } from 'node:crypto';
 import { conflict, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
+import type { HeldCallRepository, SharedHeldCall } from '../store/repositories.js';
 import type { AccessRequestRecord, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import type { HeldCallView } from './policy-schemas.js';
 
 /**
- * Tool calls waiting for the person's yes or no. They live in this process only: a call held when
- * svc stops is answered as failed and forgotten, so no later start can ever run it. A decision is
- * one synchronous check-and-set, so of two decisions exactly one finds the call pending, and an
- * approval binds to the one call it was shown: its grant, instance, tool and arguments.
+ * Tool calls waiting for the person's yes or no. The app's request waits in the process that
+ * holds it, and nowhere else: a call held when svc stops is answered as failed, so no later start
+ * can ever run it. An approval binds to the one call it was shown: its grant, instance, tool and
+ * arguments.
+ *
+ * On one svc the calls are kept in this process, and a decision is one synchronous check-and-set.
+ * On a team server every replica must see them, so they are also kept in the shared store
+ * (`HeldCallRepository`): a decision taken on any replica is one conditional write there, and the
+ * holding replica hears it through the store's change notices and answers the app at once. A
+ * pending call past its expiry counts as expired everywhere, even when the replica that held it
+ * died before it could say so. Of two decisions, or a decision and the expiry, exactly one wins.
  */
 
 export type HeldOutcome = 'approved' | 'denied' | 'expired' | 'failed';
@@ -21,6 +29,8 @@ interface Entry {
   settle: (outcome: HeldOutcome) => void;
   timer: NodeJS.Timeout | null;
   started: number;
+  /** whether the waiting request was given its outcome */
+  settled: boolean;
 }
 
 export interface HoldInput {
@@ -38,9 +48,15 @@ export interface HoldInput {
 const HISTORY_MS = 60 * 60 * 1000;
 const HISTORY = 500;
 
+/** How often the shared store's history is trimmed (at most). */
+const PRUNE_SHARED_MS = 60_000;
+
+const notPending = (status: string) => conflict('not_pending', `This call is already ${status}; it cannot be decided again.`);
+
 const rememberKey = (grant: string, instance: string, tool: string) => JSON.stringify([grant, instance, tool]);
 
 export class HeldCalls {
+  /** the calls this process holds (and, without a shared store, the recent history the lists show) */
   private readonly entries = new Map<string, Entry>();
   /** grant, instance and tool -> until when (ms) they run without asking */
   private readonly remembered = new Map<string, number>();
@@ -51,7 +67,11 @@ export class HeldCalls {
     private readonly logger: Logger,
     /** how long a call waits for a decision */
     private readonly timeoutMs: number,
-  ) {}
+    /** where a team server's replicas share held calls; absent, they live in this process only */
+    private readonly shared?: HeldCallRepository,
+  ) {
+    shared?.onChange((id, record) => this.heard(id, record));
+  }
 
   /** Called with each newly held call (notifications). */
   onHeld(fn: (call: HeldCallView) => void): void {
@@ -72,8 +92,12 @@ export class HeldCalls {
     return false;
   }
 
-  /** Holds a call: answers its view and the outcome it will come to (never rejected). */
-  hold(input: HoldInput): { call: HeldCallView; outcome: Promise<HeldOutcome> } {
+  /**
+   * Holds a call: answers its view and the outcome it will come to (never rejected). With a shared
+   * store the call is stored before it is shown to anyone; a store that cannot take it refuses the
+   * call (it never runs unasked).
+   */
+  async hold(input: HoldInput): Promise<{ call: HeldCallView; outcome: Promise<HeldOutcome> }> {
     this.prune();
     const now = this.clock();
     let settle!: (o: HeldOutcome) => void;
@@ -98,7 +122,8 @@ export class HeldCalls {
       remember_until: null,
       reason: null,
     };
-    const entry: Entry = { view, userId: input.record.user_id, settle, timer: null, started: now };
+    const entry: Entry = { view, userId: input.record.user_id, settle, timer: null, started: now, settled: false };
+    if (this.shared) await this.shared.put({ id: view.id, user_id: entry.userId, view });
     entry.timer = setTimeout(() => this.end(entry, 'expired', 'nobody answered in time'), this.timeoutMs);
     entry.timer.unref();
     this.entries.set(view.id, entry);
@@ -113,46 +138,111 @@ export class HeldCalls {
     return { call: { ...view }, outcome };
   }
 
-  private visible(entry: Entry, actor: UserRecord): boolean {
-    return actor.role === 'admin' || (entry.userId !== null && entry.userId === actor.id);
+  private visible(userId: string | null, actor: UserRecord): boolean {
+    return actor.role === 'admin' || (userId !== null && userId === actor.id);
+  }
+
+  /** Gives the waiting request its outcome, once. */
+  private settle(entry: Entry, outcome: HeldOutcome): void {
+    if (entry.timer) clearTimeout(entry.timer);
+    if (entry.settled) return;
+    entry.settled = true;
+    entry.settle(outcome);
   }
 
   /** Ends a pending call with an outcome nobody decided (expired, failed); a decided one is left as it is. */
   private end(entry: Entry, status: 'expired' | 'failed', reason: string): void {
     if (entry.view.status !== 'pending') return;
-    if (entry.timer) clearTimeout(entry.timer);
     const now = this.clock();
     entry.view = { ...entry.view, status, waited_ms: now - entry.started, reason };
     this.logger.info({ call: entry.view.id, accessRequest: entry.view.access_request_id, tool: entry.view.tool.slice(0, 100), waitedMs: now - entry.started, reason }, `held tool call ${status}`);
-    entry.settle(status);
+    if (!this.shared) return this.settle(entry, status);
+    // A decision another replica stored first wins; the store unreachable, the call fails closed.
+    const ended = entry.view;
+    this.shared
+      .update(ended.id, (r) => {
+        if (r.view.status === 'pending') r.view = ended;
+      })
+      .then(
+        (stored) => {
+          const final = stored?.view.status as HeldCallView['status'] | undefined;
+          if (final === 'approved' || final === 'denied') entry.view = stored!.view as HeldCallView;
+          this.settle(entry, final === 'approved' || final === 'denied' ? final : status);
+        },
+        (err: Error) => {
+          this.logger.warn({ call: ended.id, err: err.message }, 'could not store the end of a held call; it does not run');
+          this.settle(entry, status);
+        },
+      );
+  }
+
+  /** The decided view of a pending call. */
+  private decided(view: HeldCallView, actor: UserRecord, decision: 'approved' | 'denied', rememberMinutes: number | undefined): HeldCallView {
+    const now = this.clock();
+    const rememberUntil = decision === 'approved' && rememberMinutes ? now + rememberMinutes * 60_000 : null;
+    return {
+      ...view,
+      status: decision,
+      decided_at: this.iso(now),
+      decided_by: actor.username,
+      waited_ms: now - Date.parse(view.created_at),
+      remember_until: rememberUntil === null ? null : this.iso(rememberUntil),
+    };
   }
 
   /**
    * The person's decision: the grant's approver or an admin (anyone else: 404, as if there were no
    * such call). Only a pending call can be decided, once (409 not_pending).
    */
-  decide(actor: UserRecord, id: string, decision: 'approved' | 'denied', rememberMinutes?: number): HeldCallView {
-    const entry = this.entries.get(id);
-    if (!entry || !this.visible(entry, actor)) throw notFound('No such held call.');
-    if (entry.view.status !== 'pending') throw conflict('not_pending', `This call is already ${entry.view.status}; it cannot be decided again.`);
-    if (entry.timer) clearTimeout(entry.timer);
-    const now = this.clock();
-    const rememberUntil = decision === 'approved' && rememberMinutes ? now + rememberMinutes * 60_000 : null;
-    entry.view = {
-      ...entry.view,
-      status: decision,
-      decided_at: this.iso(now),
-      decided_by: actor.username,
-      waited_ms: now - entry.started,
-      remember_until: rememberUntil === null ? null : this.iso(rememberUntil),
-    };
-    if (rememberUntil !== null) this.remembered.set(rememberKey(entry.view.access_request_id, entry.view.instance_id, entry.view.tool), rememberUntil);
+  async decide(actor: UserRecord, id: string, decision: 'approved' | 'denied', rememberMinutes?: number): Promise<HeldCallView> {
+    let view: HeldCallView;
+    if (this.shared) {
+      const stored = await this.shared.update(id, (r) => {
+        if (!this.visible(r.user_id, actor)) throw notFound('No such held call.');
+        const now = this.effective(r);
+        if (now.status !== 'pending') throw notPending(now.status);
+        r.view = this.decided(now, actor, decision, rememberMinutes);
+      });
+      if (!stored) throw notFound('No such held call.');
+      view = stored.view as HeldCallView;
+      this.heard(id, stored);
+    } else {
+      const entry = this.entries.get(id);
+      if (!entry || !this.visible(entry.userId, actor)) throw notFound('No such held call.');
+      if (entry.view.status !== 'pending') throw notPending(entry.view.status);
+      view = entry.view = this.decided(entry.view, actor, decision, rememberMinutes);
+      this.remember(view);
+      this.settle(entry, decision);
+    }
     this.logger.info(
-      { call: id, accessRequest: entry.view.access_request_id, tool: entry.view.tool.slice(0, 100), decidedBy: actor.id, waitedMs: entry.view.waited_ms, rememberMinutes: rememberMinutes ?? null },
+      { call: id, accessRequest: view.access_request_id, tool: view.tool.slice(0, 100), decidedBy: actor.id, waitedMs: view.waited_ms, rememberMinutes: rememberMinutes ?? null },
       `held tool call ${decision}`,
     );
-    entry.settle(decision);
-    return { ...entry.view };
+    return { ...view };
+  }
+
+  /** Keeps an approval's remember_minutes, for calls of the same grant, instance and tool. */
+  private remember(view: HeldCallView): void {
+    if (view.status !== 'approved' || !view.remember_until) return;
+    this.remembered.set(rememberKey(view.access_request_id, view.instance_id, view.tool), Date.parse(view.remember_until));
+  }
+
+  /** A held call's change stored by any replica (this one too): a decision reaches the request waiting here. */
+  private heard(id: string, record: SharedHeldCall | undefined): void {
+    if (!record) return;
+    const view = record.view as HeldCallView;
+    this.remember(view);
+    const entry = this.entries.get(id);
+    if (!entry || entry.settled || (view.status !== 'approved' && view.status !== 'denied')) return;
+    entry.view = view;
+    this.settle(entry, view.status);
+  }
+
+  /** A stored call as it stands now: pending past its expiry is expired, whoever was to say so. */
+  private effective(record: SharedHeldCall): HeldCallView {
+    const view = record.view as HeldCallView;
+    if (view.status !== 'pending' || Date.parse(view.expires_at) > this.clock()) return view;
+    return { ...view, status: 'expired', reason: 'nobody answered in time' };
   }
 
   /** A call that will not run after all: the app went away, svc stops, or its grant ended before it could be sent. */
@@ -160,7 +250,14 @@ export class HeldCalls {
     const entry = this.entries.get(id);
     if (!entry) return;
     if (entry.view.status === 'pending') return this.end(entry, 'failed', reason);
-    if (entry.view.status === 'approved') entry.view = { ...entry.view, status: 'failed', reason };
+    if (entry.view.status !== 'approved') return;
+    entry.view = { ...entry.view, status: 'failed', reason };
+    const failed = entry.view;
+    this.shared
+      ?.update(id, (r) => {
+        r.view = failed;
+      })
+      .catch((err: Error) => this.logger.warn({ call: id, err: err.message }, 'could not store that a held call failed'));
   }
 
   /** Ends every pending call as failed (svc is stopping): none of them runs, now or after a restart. */
@@ -174,34 +271,51 @@ export class HeldCalls {
     return n;
   }
 
-  list(actor: UserRecord, status?: HeldCallView['status']): HeldCallView[] {
+  /** The calls `actor` may see (all, or those of `status`), newest first. */
+  async list(actor: UserRecord, status?: HeldCallView['status']): Promise<HeldCallView[]> {
     this.prune();
-    return [...this.entries.values()]
-      .filter((e) => this.visible(e, actor) && (!status || e.view.status === status))
-      .map((e) => ({ ...e.view }))
-      .sort((a, b) => b.created_at.localeCompare(a.created_at));
+    const views = this.shared
+      ? (await this.shared.list()).filter((r) => this.visible(r.user_id, actor)).map((r) => this.effective(r))
+      : [...this.entries.values()].filter((e) => this.visible(e.userId, actor)).map((e) => ({ ...e.view }));
+    return views.filter((v) => !status || v.status === status).sort((a, b) => b.created_at.localeCompare(a.created_at));
   }
 
-  get(actor: UserRecord, id: string): HeldCallView {
+  async get(actor: UserRecord, id: string): Promise<HeldCallView> {
+    if (this.shared) {
+      const record = await this.shared.get(id);
+      if (!record || !this.visible(record.user_id, actor)) throw notFound('No such held call.');
+      return { ...this.effective(record) };
+    }
     const entry = this.entries.get(id);
-    if (!entry || !this.visible(entry, actor)) throw notFound('No such held call.');
+    if (!entry || !this.visible(entry.userId, actor)) throw notFound('No such held call.');
     return { ...entry.view };
   }
 
-  pendingCount(actor: UserRecord): number {
-    let n = 0;
-    for (const e of this.entries.values()) if (e.view.status === 'pending' && this.visible(e, actor)) n++;
-    return n;
+  async pendingCount(actor: UserRecord): Promise<number> {
+    return (await this.list(actor, 'pending')).length;
   }
 
-  /** Forgets decided calls past the history's bounds. */
+  /** Forgets decided calls past the history's bounds (in the shared store too, off the request path). */
   private prune(): void {
-    const cutoff = this.clock() - HISTORY_MS;
+    const now = this.clock();
+    const cutoff = now - HISTORY_MS;
     const decided = [...this.entries.values()].filter((e) => e.view.status !== 'pending');
     const over = decided.length - HISTORY;
     decided.forEach((e, i) => {
       if (i < over || e.started < cutoff) this.entries.delete(e.view.id);
     });
-    for (const [key, until] of this.remembered) if (until <= this.clock()) this.remembered.delete(key);
+    for (const [key, until] of this.remembered) if (until <= now) this.remembered.delete(key);
+    if (this.shared && now - this.prunedShared > PRUNE_SHARED_MS) {
+      this.prunedShared = now;
+      void this.pruneShared(cutoff).catch((err: Error) => this.logger.warn({ err: err.message }, 'could not forget old held calls'));
+    }
+  }
+
+  private prunedShared = 0;
+
+  private async pruneShared(cutoff: number): Promise<void> {
+    const records = (await this.shared!.list()).map((r) => this.effective(r)).filter((v) => v.status !== 'pending');
+    const over = records.length - HISTORY;
+    for (const [i, v] of records.entries()) if (i < over || Date.parse(v.created_at) < cutoff) await this.shared!.delete(v.id);
   }
 }

@@ -107,12 +107,12 @@ describe('held calls', () => {
 
   it('only the approver or an admin decides, once; remember covers that grant, instance and tool only', async () => {
     const held = new HeldCalls(() => Date.parse(at), quiet, 60_000);
-    const { call, outcome } = held.hold({ record, instance: instance(), tool: 'delete', arguments: { p: 1 }, appName: null, user: 'alice', via: 'mcp' });
-    expect(() => held.decide(bob, call.id, 'approved')).toThrow(expect.objectContaining({ code: 'not_found' }));
-    expect(held.list(bob)).toEqual([]);
-    expect(held.list(admin).map((c) => c.id)).toEqual([call.id]);
-    expect(held.decide(alice, call.id, 'approved', 10)).toMatchObject({ status: 'approved', decided_by: 'alice' });
-    expect(() => held.decide(admin, call.id, 'denied')).toThrow(expect.objectContaining({ code: 'not_pending' }));
+    const { call, outcome } = await held.hold({ record, instance: instance(), tool: 'delete', arguments: { p: 1 }, appName: null, user: 'alice', via: 'mcp' });
+    await expect(held.decide(bob, call.id, 'approved')).rejects.toThrow(expect.objectContaining({ code: 'not_found' }));
+    expect(await held.list(bob)).toEqual([]);
+    expect((await held.list(admin)).map((c) => c.id)).toEqual([call.id]);
+    expect(await held.decide(alice, call.id, 'approved', 10)).toMatchObject({ status: 'approved', decided_by: 'alice' });
+    await expect(held.decide(admin, call.id, 'denied')).rejects.toThrow(expect.objectContaining({ code: 'not_pending' }));
     expect(await outcome).toBe('approved');
     expect(held.isRemembered('r1', 'i1', 'delete')).toBe(true);
     expect(held.isRemembered('r2', 'i1', 'delete')).toBe(false);
@@ -122,9 +122,9 @@ describe('held calls', () => {
 
   it('a stop ends every pending call as failed, and nothing can approve it after', async () => {
     const held = new HeldCalls(() => Date.parse(at), quiet, 60_000);
-    const { call, outcome } = held.hold({ record, instance: instance(), tool: 'delete', arguments: {}, appName: null, user: 'alice', via: 'rest' });
+    const { call, outcome } = await held.hold({ record, instance: instance(), tool: 'delete', arguments: {}, appName: null, user: 'alice', via: 'rest' });
     expect(held.failAll('svc stopped')).toBe(1);
     expect(await outcome).toBe('failed');
-    expect(() => held.decide(alice, call.id, 'approved')).toThrow(expect.objectContaining({ code: 'not_pending' }));
+    await expect(held.decide(alice, call.id, 'approved')).rejects.toThrow(expect.objectContaining({ code: 'not_pending' }));
   });
 });

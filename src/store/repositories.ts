@@ -142,12 +142,43 @@ export interface LoginFailureRepository {
   modify<R>(key: string, forgetBefore: number, fn: (entry: LoginFailureEntry | undefined) => { next: LoginFailureEntry | undefined; result: R }): Promise<R>;
 }
 
+/**
+ * A tool call held for the person, as a team server's replicas share it: any replica lists it and
+ * takes a decision, and the replica that holds the app's request hears the decision through
+ * `onChange`. `view` is the call as the person sees it (its `status` included).
+ */
+export interface SharedHeldCall {
+  id: string;
+  /** the grant's approver: who may decide, besides an admin */
+  user_id: string | null;
+  view: { status: string; created_at: string; expires_at: string } & Record<string, unknown>;
+}
+export type HeldCallRepository = RecordRepository<SharedHeldCall>;
+
+/** A grant's usage as every replica of a team server counts it, for the limits its approver set. */
+export interface GrantUsageRepository {
+  /**
+   * Counts one call in the grant's window of `windowMs` from its first call (a new window starts
+   * once the last one ended), unless the window already holds `max`. One atomic step. Answers
+   * whether the call fits, and when its window started.
+   */
+  takeCall(grantId: string, now: number, windowMs: number, max: number): Promise<{ allowed: boolean; windowStart: number }>;
+  /** Adds upstream tokens to the grant's count for `day` (a new day starts the count again). */
+  addTokens(grantId: string, day: string, tokens: number): Promise<void>;
+  /** The grant's tokens counted on `day`. */
+  tokensOn(grantId: string, day: string): Promise<number>;
+}
+
 export interface Repositories extends RepositorySet {
   /**
    * Where login failures are counted when other processes serve the same data (a team server);
    * absent, this process is the only one, and the login service counts them in memory.
    */
   loginFailures?: LoginFailureRepository;
+  /** Held tool calls where every replica sees them (a team server); absent, they live in this process only. */
+  heldCalls?: HeldCallRepository;
+  /** Per-grant usage where every replica counts it (a team server); absent, this process counts it. */
+  grantUsage?: GrantUsageRepository;
   /**
    * Runs `fn` as one atomic change across repositories: every write in it becomes durable
    * together or not at all, and its reads see its own writes and every earlier change. `fn` uses

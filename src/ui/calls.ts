@@ -78,15 +78,15 @@ document.title=d.title+' · svc';if(d.ids!==last){last=d.ids;list.innerHTML=d.pe
 setTimeout(poll,2000)})();`;
 
 export function mountCallsUi(router: Router<AppState>, deps: AppDeps, held: HeldCalls, sameOrigin: Middleware<AppState>): void {
-  const parts = (user: UserRecord, csrf: string) => {
-    const calls = held.list(user);
+  const parts = async (user: UserRecord, csrf: string) => {
+    const calls = await held.list(user);
     const pending = calls.filter((c) => c.status === 'pending').reverse();
     return { pending, decided: calls.filter((c) => c.status !== 'pending'), html: pendingHtml(pending, csrf, deps.clock()) };
   };
 
-  function render(ctx: AppContext, user: UserRecord, notice?: { text: string; error?: boolean }, status = 200): void {
+  async function render(ctx: AppContext, user: UserRecord, notice?: { text: string; error?: boolean }, status = 200): Promise<void> {
     const csrf = csrfToken(ctx) ?? '';
-    const p = parts(user, csrf);
+    const p = await parts(user, csrf);
     sendPage(
       ctx,
       status,
@@ -113,20 +113,20 @@ ${notice ? html`<p class="notice${notice.error ? ' error' : ''}" role="${notice.
     let notice: { text: string } | undefined;
     if (decided) {
       try {
-        const call = held.get(user, decided);
+        const call = await held.get(user, decided);
         if (call.status === 'approved' || (call.status === 'failed' && call.decided_by)) notice = { text: `Approved ${call.tool} for ${appOf(call)}: it runs once, exactly as shown.` };
         else if (call.status === 'denied') notice = { text: `Denied ${call.tool} for ${appOf(call)}: it did not run.` };
       } catch {
         /* gone from the history: nothing to say */
       }
     }
-    render(ctx, user, notice);
+    await render(ctx, user, notice);
   });
 
   router.get(LIST_PATH, async function listCalls(ctx) {
     const user = await sessionUser(ctx, deps);
     if (!user) throw new AppError('login_required', 'Not logged in.');
-    const p = parts(user, csrfToken(ctx) ?? '');
+    const p = await parts(user, csrfToken(ctx) ?? '');
     ctx.body = { title: titleFor(p.pending.length), count: p.pending.length, ids: p.pending.map((c) => c.id).join(','), pending: p.html.value, decided: decidedHtml(p.decided).value };
   });
 
@@ -148,7 +148,7 @@ ${notice ? html`<p class="notice${notice.error ? ' error' : ''}" role="${notice.
       const id = typeof body.id === 'string' ? body.id.slice(0, 100) : '';
       const minutes = typeof body.remember_minutes === 'string' && /^\d{1,4}$/.test(body.remember_minutes) ? Math.min(1440, Number(body.remember_minutes)) : undefined;
       try {
-        const call = held.decide(user, id, decision, decision === 'approved' && minutes ? minutes : undefined);
+        const call = await held.decide(user, id, decision, decision === 'approved' && minutes ? minutes : undefined);
         deps.logger.info({ call: call.id, user: user.id }, `held tool call ${decision} (browser)`);
         ctx.status = 303;
         ctx.redirect(`${CALLS_PATH}?decided=${encodeURIComponent(call.id)}`);

@@ -8,7 +8,7 @@ import { APP_ROLE_NAMES, USER_ROLE_NAMES } from '../auth/roles.js';
 import type { UserRecord } from '../store/schema.js';
 
 /** `/ui`: who is signed in, and the requests waiting for a decision. */
-export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: AccessRequestsService, heldCount: (user: UserRecord) => number = () => 0): void {
+export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: AccessRequestsService, heldCount: (user: UserRecord) => Promise<number> = async () => 0): void {
   router.get('/ui', async function showHome(ctx) {
     const user = await sessionUser(ctx, deps);
     if (!user) {
@@ -16,7 +16,7 @@ export function mountHomeUi(router: Router<AppState>, deps: AppDeps, requests: A
       return;
     }
     const drafts = await requests.list(user, 'draft');
-    const held = heldCount(user);
+    const held = await heldCount(user);
     sendPage(ctx, 200, held > 0 ? `(${held}) svc` : 'svc', () => html`<div class="card">
 <h1>svc</h1>
 <p>Signed in as <strong>${user.username}</strong> (${USER_ROLE_NAMES[user.role]}). <a href="/ui/logout">Log out</a></p>

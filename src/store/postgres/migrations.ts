@@ -53,6 +53,16 @@ export const MIGRATIONS: Migration[] = [
     sql: `CREATE TABLE login_failures (key text PRIMARY KEY, count integer NOT NULL, blocked_until bigint NOT NULL, last bigint NOT NULL);
 CREATE INDEX login_failures_last ON login_failures (last);`,
   },
+  {
+    version: 3,
+    name: 'held tool calls and grant usage shared by replicas',
+    sql: [
+      collection('held_calls', ', status text NOT NULL, created_ms bigint NOT NULL'),
+      'CREATE INDEX held_calls_created ON held_calls (created_ms);',
+      // a grant's calls in its current minute window, and its upstream tokens on one day
+      'CREATE TABLE grant_usage (grant_id text PRIMARY KEY, window_start bigint NOT NULL, window_calls integer NOT NULL, day text NOT NULL, day_tokens bigint NOT NULL);',
+    ].join('\n'),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

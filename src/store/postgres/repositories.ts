@@ -10,12 +10,15 @@ import {
   type DraftCaps,
   draftCapFromCounts,
   type DraftInsert,
+  type GrantUsageRepository,
+  type HeldCallRepository,
   type LoginFailureEntry,
   type LoginFailureRepository,
   type McpToolCacheRepository,
   type RecordRepository,
   type Repositories,
   type RepositorySet,
+  type SharedHeldCall,
   type UserRepository,
   type ValueRepository,
 } from '../repositories.js';
@@ -81,6 +84,7 @@ export class PostgresShared {
     for (const c of changes) for (const fn of this.listeners.get(c.table) ?? []) fn(c.key, c.record);
   }
 
+  /** One statement on the pool, outside any transaction: a read, or a write that is atomic alone (an upsert). */
   async read(sql: string, params: unknown[]): Promise<pg.QueryResult> {
     try {
       return await this.pool.query(sql, params);
@@ -194,6 +198,7 @@ export const TABLES = {
   mcp_tools: { table: 'mcp_tools', keyOf: null } as TableSpec<ToolCache>,
   model_aliases: { table: 'model_aliases', keyOf: (a) => a.id } as TableSpec<AliasRecord>,
   model_pulls: { table: 'model_pulls', keyOf: (p) => p.id } as TableSpec<PullRecord>,
+  held_calls: { table: 'held_calls', keyOf: (c) => c.id, columns: { status: (c) => c.view.status, created_ms: (c) => Date.parse(c.view.created_at) } } as TableSpec<SharedHeldCall>,
 };
 
 /** INSERT or replace one record (keeping the order it was first stored in), with its columns. */
@@ -398,6 +403,43 @@ class PgLoginFailures implements LoginFailureRepository {
   }
 }
 
+/**
+ * Each grant's calls in its current window and its tokens on one day, one row per grant. Every
+ * change is a single upsert, atomic on its row, so replicas counting at once never lose a count.
+ */
+class PgGrantUsage implements GrantUsageRepository {
+  constructor(private readonly shared: PostgresShared) {}
+
+  async takeCall(grantId: string, now: number, windowMs: number, max: number) {
+    // a call beyond `max` is not counted further: the row never grows past max + 1
+    const res = await this.shared.read(
+      `INSERT INTO grant_usage AS u (grant_id, window_start, window_calls, day, day_tokens) VALUES ($1, $2, 1, '', 0)
+       ON CONFLICT (grant_id) DO UPDATE SET
+         window_start = CASE WHEN $2 - u.window_start >= $3 THEN $2 ELSE u.window_start END,
+         window_calls = CASE WHEN $2 - u.window_start >= $3 THEN 1 ELSE LEAST(u.window_calls + 1, $4 + 1) END
+       RETURNING window_start, window_calls`,
+      [grantId, now, windowMs, max],
+    );
+    const row = res.rows[0] as { window_start: string; window_calls: number };
+    return { allowed: row.window_calls <= max, windowStart: Number(row.window_start) };
+  }
+
+  async addTokens(grantId: string, day: string, tokens: number) {
+    await this.shared.read(
+      `INSERT INTO grant_usage AS u (grant_id, window_start, window_calls, day, day_tokens) VALUES ($1, 0, 0, $2, $3)
+       ON CONFLICT (grant_id) DO UPDATE SET
+         day_tokens = CASE WHEN u.day = $2 THEN u.day_tokens + $3 ELSE $3 END,
+         day = $2`,
+      [grantId, day, tokens],
+    );
+  }
+
+  async tokensOn(grantId: string, day: string) {
+    const res = await this.shared.read('SELECT day_tokens FROM grant_usage WHERE grant_id = $1 AND day = $2', [grantId, day]);
+    return res.rows.length ? Number(res.rows[0].day_tokens) : 0;
+  }
+}
+
 function repositorySet(scope: Scope): RepositorySet {
   return {
     accessRequests: new PgAccessRequests(scope),
@@ -427,10 +469,13 @@ export interface PostgresRepositories extends Repositories {
  */
 export function postgresRepositories(pool: pg.Pool): PostgresRepositories {
   const shared = new PostgresShared(pool);
+  const scope0: Scope = { shared };
   return {
     ...repositorySet({ shared }),
     shared,
     loginFailures: new PgLoginFailures(shared),
+    heldCalls: new PgRecords(scope0, TABLES.held_calls) as HeldCallRepository,
+    grantUsage: new PgGrantUsage(shared),
     transaction: (fn) => shared.transaction((tx) => fn(repositorySet({ shared, tx }))),
   };
 }
