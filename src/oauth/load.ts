@@ -1,6 +1,15 @@
 import type { Logger } from '../log.js';
 
-type OidcModule = typeof import('oidc-provider');
+export type OidcModule = typeof import('oidc-provider');
+/** oidc-provider's error classes (InvalidGrant, InvalidTarget, …), as the module loaded here exports them. */
+export type OidcErrors = OidcModule['errors'];
+export type OidcProvider = import('oidc-provider').Provider;
+
+// oidc-provider's context and models are untyped; these aliases mark where that is so.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type OidcCtx = any;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type OidcModel = any;
 let loaded: Promise<OidcModule> | null = null;
 
 /**

@@ -1,0 +1,38 @@
+import { ACCESS_REQUEST_SCOPE_PREFIX } from '../auth/bearer.js';
+import type { OidcCtx, OidcModel } from './load.js';
+import { GRANT_CLAIM, grantClaim } from './token-family.js';
+
+/** What a token carries besides oidc-provider's own claims: its grant, and the access request it stands on. */
+
+export const isAccessRequestScope = (s: string) => s.startsWith(ACCESS_REQUEST_SCOPE_PREFIX);
+
+/**
+ * The one access-request scope a grant holds for a resource. Every authorization makes a grant of
+ * its own (see loadExistingGrant), so a grant names exactly one; one that names two is refused
+ * rather than guessed at.
+ */
+export function grantedRequestScope(grant: OidcModel, resource: string): string | undefined {
+  const named = new Set(
+    String(grant?.getResourceScope?.(resource) ?? '')
+      .split(' ')
+      .filter(isAccessRequestScope),
+  );
+  return named.size === 1 ? [...named][0] : undefined;
+}
+
+/**
+ * Adds svc's claims to a JWT access token: the grant it belongs to (hashed), and the access request
+ * it stands on. A standard client asks for a role, but the token must name the access request it
+ * stands on (decisions: Tokens): that scope is in the grant, set when the person approved.
+ */
+export async function customizeJwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }): Promise<void> {
+  if (token.grantId) jwt.payload[GRANT_CLAIM] = grantClaim(token.grantId);
+  const scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);
+  if (scopes.some(isAccessRequestScope) || !token.grantId || !token.resourceServer) return;
+  const grant = ctx?.oidc?.entities?.Grant ?? (await ctx.oidc.provider.Grant.find(token.grantId));
+  const scope = grantedRequestScope(grant, token.resourceServer.identifier());
+  if (scope) jwt.payload.scope = [...scopes, scope].join(' ');
+}
+
+/** oidc-provider's `formats` configuration: JWT access tokens with svc's claims. */
+export const tokenFormats = () => ({ customizers: { jwt: customizeJwt } });
