@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Command, Option } from 'commander';
 import { describe, expect, it } from 'vitest';
@@ -184,5 +184,59 @@ describe('help', () => {
     };
     walk(program, ['svc']);
     expect(missing).toEqual([]);
+  });
+});
+
+/** The markdown outside fenced code blocks, where links and headings live (a `# comment` in a shell block is neither). */
+function prose(markdown: string): string {
+  let fenced = false;
+  return markdown
+    .split('\n')
+    .filter((line) => {
+      if (/^\s*```/.test(line)) fenced = !fenced;
+      return !fenced && !/^\s*```/.test(line);
+    })
+    .join('\n');
+}
+
+/** The anchors GitHub gives a file's headings: lower case, punctuation out, spaces to dashes, repeats numbered. */
+function anchors(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  for (const m of prose(markdown).matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
+    const base = m[1].toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc} -]/gu, '').replace(/ /g, '-');
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    out.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return out;
+}
+
+/** Every relative link target of a markdown file: `[text](target)`, and `src`/`href` of inline HTML. */
+function relativeLinks(markdown: string): string[] {
+  const text = prose(markdown).replace(/`[^`\n]*`/g, '``');
+  const targets = [...text.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g), ...text.matchAll(/\b(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+  return targets.filter((t) => !/^[a-z][a-z0-9+.-]*:/i.test(t));
+}
+
+describe('README.md and docs/*.md', () => {
+  const files = ['README.md', ...readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+
+  it('finds links to check (the scan works)', () => {
+    const readme = relativeLinks(readFileSync(path.join(ROOT, 'README.md'), 'utf8'));
+    expect(readme).toContain('docs/design.md');
+    expect(readme).toContain('#review-page');
+    expect(anchors(readFileSync(path.join(ROOT, 'README.md'), 'utf8'))).toContain('terminal-review-svc-review');
+  });
+
+  it.each(files)('%s: every relative link reaches an existing file, and its #anchor a heading there', (file) => {
+    const broken: string[] = [];
+    for (const link of relativeLinks(readFileSync(path.join(ROOT, file), 'utf8'))) {
+      const [target, anchor] = link.split('#', 2);
+      const resolved = target ? path.resolve(path.dirname(path.join(ROOT, file)), decodeURIComponent(target)) : path.join(ROOT, file);
+      if (!existsSync(resolved)) broken.push(`${link}: no such file`);
+      else if (anchor && resolved.endsWith('.md') && !anchors(readFileSync(resolved, 'utf8')).has(anchor)) broken.push(`${link}: no such heading`);
+    }
+    expect(broken).toEqual([]);
   });
 });
