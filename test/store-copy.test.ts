@@ -139,7 +139,8 @@ describe.skipIf(!available)("svc store copy: a data dir's store into a team's Po
     expect(copied.stdout + copied.stderr).not.toContain(pgServer.password);
     expect(copied.stdout + copied.stderr).not.toContain(teamKey);
 
-    const team = await startTestDaemon({ config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, baseUrl: balancer.url } });
+    // the replica on this machine keeps the data dir (its activity log, its downloads, the CLI's login)
+    const team = await startTestDaemon({ dataDir, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, baseUrl: balancer.url } });
     running.push(team);
     balancer.targets.splice(0, balancer.targets.length, team.url);
     expect(team.initialAdminPassword).toBeUndefined();
@@ -162,6 +163,10 @@ describe.skipIf(!available)("svc store copy: a data dir's store into a team's Po
     expect((await chat(balancer.url, issued.apiKey)).choices[0].message.content).toContain('hi');
     expect((await issued.admin.get('/svc/v1/auth/me')).body.user.username).toBe('admin');
     expect((await new Api(balancer.url).post('/svc/v1/auth/login', { username: 'admin', password: issued.password })).status).toBe(200);
+    // and this machine's CLI, logged in by the first start, still is
+    const users = await runSvcInProcess(['users', 'list', '--json'], { env: cleanEnv({ SVC_HOME: dataDir }) });
+    expect(users.exitCode).toBe(0);
+    expect(JSON.parse(users.stdout).map((u: { username: string }) => u.username)).toEqual(['admin']);
 
     // a second copy into the now used database is refused (by the binary, with its exit code) and writes nothing
     await team.close();
