@@ -28,7 +28,7 @@ interface CommandSpec {
   argChoices: string[];
 }
 
-const PATH_OPTIONS = /^--(data-dir|filename)$/;
+const PATH_OPTIONS = /^--(data-dir|filename|master-key-file)$/;
 
 /** The program's own options that hold after a command too (not --version). */
 const globalsOf = (root: CommandSpec) => root.options.filter((o) => o.flag !== '--version' && o.flag !== '--help');

@@ -16,6 +16,7 @@ import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';
 import { registerService } from './commands/service.js';
 import { registerSession } from './commands/session.js';
+import { registerStore } from './commands/store.js';
 import { registerUsers } from './commands/users.js';
 import { CliError, EXIT, exitCodeFor, hintFor } from './errors.js';
 import { type Output, processOutput } from './output.js';
@@ -61,6 +62,7 @@ Examples:
   registerProviders(program, o);
   registerModels(program, o);
   registerService(program, o);
+  registerStore(program, o);
   registerCompletion(program, o);
   for (const cmd of program.commands) {
     cmd.exitOverride().configureOutput({ writeOut: (s) => o.out(s), writeErr: (s) => o.err(s) });

@@ -3,12 +3,13 @@ import type { z } from 'zod';
 import { notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
+import { mcpHeaderSealId, SEAL_KINDS } from '../store/seal-kinds.js';
 import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
 import type { Repositories } from '../store/repositories.js';
 import { mcpProxyPath } from '../oauth/resources.js';
 import type { createInstanceBody, instanceHeaders, mcpInstance, updateInstanceBody } from './schemas.js';
 
-export const HEADER_KIND = 'mcp_header';
+export const HEADER_KIND = SEAL_KINDS.mcpHeader;
 
 /** The owner's view of an instance, with the proxy URL an MCP host connects to (`base` is svc's). */
 export const toPublicInstance = (m: McpInstanceRecord, base: string): z.infer<typeof mcpInstance> => ({
@@ -32,12 +33,12 @@ export class McpInstancesService {
   ) {}
 
   private seal(instanceId: string, headers: z.infer<typeof instanceHeaders>) {
-    return headers.map((h) => ({ name: h.name, value: this.box.seal(HEADER_KIND, `${instanceId}:${h.name.toLowerCase()}`, h.value) }));
+    return headers.map((h) => ({ name: h.name, value: this.box.seal(HEADER_KIND, mcpHeaderSealId(instanceId, h.name), h.value) }));
   }
 
   /** The instance's own headers in the clear, for the moment a request goes upstream. */
   openHeaders(instance: McpInstanceRecord): Record<string, string> {
-    return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, `${instance.id}:${h.name.toLowerCase()}`, h.value)]));
+    return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
   }
 
   find(id: string): Promise<McpInstanceRecord | undefined> {

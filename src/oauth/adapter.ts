@@ -1,4 +1,5 @@
 import type { SecretBox } from '../store/crypto.js';
+import { SEAL_KINDS } from '../store/seal-kinds.js';
 import type { OAuthStateRecord } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 import type { OAuthClientsService } from './clients.js';
@@ -8,7 +9,7 @@ type Payload = Record<string, unknown> & { grantId?: string; userCode?: string; 
 
 type DurableRecord = OAuthStateRecord;
 
-const SEAL_KIND = 'oauth_state';
+const SEAL_KIND = SEAL_KINDS.oauthState;
 
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);

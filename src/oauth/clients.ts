@@ -4,13 +4,14 @@ import { forbidden, notFound } from '../errors.js';
 import { appDisplayName } from '../access-requests/client-kinds.js';
 import type { Clock } from '../http/context.js';
 import type { SecretBox } from '../store/crypto.js';
+import { SEAL_KINDS } from '../store/seal-kinds.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
 import type { OAuthClientRecord } from '../store/records.js';
 import type { Repositories, RepositorySet } from '../store/repositories.js';
 import { isPrivateUseScheme } from './registration.js';
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
-const SECRET_KIND = 'oauth_client_secret';
+const SECRET_KIND = SEAL_KINDS.oauthClientSecret;
 
 export type { OAuthClientRecord } from '../store/records.js';
 

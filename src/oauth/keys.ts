@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import type { SecretBox } from '../store/crypto.js';
+import { SEAL_KINDS } from '../store/seal-kinds.js';
 import type { Repositories } from '../store/repositories.js';
 
-const KIND = 'oauth_signing_keys';
+const KIND = SEAL_KINDS.signingKeys;
 
 export interface SigningKeys {
   /** private JWKs for oidc-provider */

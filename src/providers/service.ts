@@ -5,12 +5,13 @@ import type { Logger } from '../log.js';
 import { atLeast } from '../auth/roles.js';
 import { callUpstream, readBody, upstreamUrl } from '../upstream/client.js';
 import type { SecretBox } from '../store/crypto.js';
+import { SEAL_KINDS } from '../store/seal-kinds.js';
 import type { UserRecord } from '../store/schema.js';
 import type { ProviderRecord } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 import type { createProviderBody, provider } from './schemas.js';
 
-const KEY_KIND = 'provider_api_key';
+const KEY_KIND = SEAL_KINDS.providerApiKey;
 export const DEFAULT_TIMEOUT_MS = 120_000;
 
 export type { ProviderRecord } from '../store/records.js';

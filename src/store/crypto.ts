@@ -2,6 +2,9 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 
 const PREFIX = 'sealed:v1:';
 
+/** Whether a stored value is a sealed one (whatever key sealed it). */
+export const isSealed = (value: unknown): value is string => typeof value === 'string' && value.startsWith(PREFIX);
+
 /**
  * AES-256-GCM over every secret field: a fresh 96-bit nonce per value and the record's kind and
  * id as associated data, so a sealed value copied onto another record does not open.
