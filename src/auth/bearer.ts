@@ -165,13 +165,19 @@ export class BearerVerifier {
   async verify(token: string): Promise<BearerGrant> {
     const entry = await this.verifySignature(token);
     // The records themselves, by id: a revoke or a demotion counts from the moment it is durable.
-    const record = await this.repos.accessRequests.get(entry.accessRequestId);
-    const user = record?.user_id ? await this.repos.users.get(record.user_id) : undefined;
+    // The three reads are independent (the user is the token's subject, checked against the
+    // grant's approver below), so a remote store answers them in one round trip's time.
+    const family = entry.payload[GRANT_CLAIM];
+    const sub = typeof entry.payload.sub === 'string' ? entry.payload.sub : '';
+    const [record, user, ended] = await Promise.all([
+      this.repos.accessRequests.get(entry.accessRequestId),
+      sub ? this.repos.users.get(sub) : undefined,
+      typeof family === 'string' ? grantEnded(this.repos, family, this.clock()) : false,
+    ]);
     if (!record || record.status !== 'approved' || !record.approved_role) throw this.fail('The grant behind this token is not approved (revoked, denied, expired or gone).');
     if (record.app_client_id !== entry.clientId) throw this.fail('The token was issued to another client than the one that asked for this grant.');
-    if (!user || entry.payload.sub !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
-    const family = entry.payload[GRANT_CLAIM];
-    if (typeof family === 'string' && (await grantEnded(this.repos, family, this.clock()))) {
+    if (!user || record.user_id !== user.id) throw this.fail('The token belongs to another user than the approver of this grant.');
+    if (ended) {
       throw this.fail('The sign-in behind this token has ended (its refresh token was revoked or used twice); sign in again.');
     }
     // Never above what the approver may grant now: a demoted approver's grants shrink with them.
