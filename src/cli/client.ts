@@ -5,6 +5,7 @@ import { ConfigError, type ConfigFlags, defaultDataDir, resolveConfig } from '..
 import type { DaemonInfo } from '../daemon.js';
 import { AppError, type ErrorBody } from '../errors.js';
 import { checkPrivateDir, DAEMON_FILE, localSocketPlace, SOCKET_FILE, UnsafeSocketDirError } from '../daemon-info.js';
+import { isDataDirLocked } from '../store/lock.js';
 import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
 
@@ -72,12 +73,33 @@ export class DaemonClient {
   private cookie: string | null | undefined;
 
   private constructor(
-    /** where the daemon serves browsers and apps: shown to the person, never used to send */
-    readonly url: string,
     readonly dataDir: string,
-    readonly info: DaemonInfo | null,
+    private daemonInfo: DaemonInfo | null,
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
+
+  /** where the daemon serves browsers and apps: shown to the person, never used to send */
+  get url(): string {
+    return this.daemonInfo?.url ?? '';
+  }
+
+  /** The daemon's daemon.json, as read when this client connected (or once a starting daemon wrote it). */
+  get info(): DaemonInfo | null {
+    return this.daemonInfo;
+  }
+
+  /**
+   * A daemon that holds the data dir's lock but has not written daemon.json yet is starting (its
+   * port may already accept): wait for it, as for its 503s, rather than say none runs.
+   */
+  private async waitForStartingDaemon(giveUpAt: number): Promise<DaemonInfo | null> {
+    while (Date.now() < giveUpAt && (await isDataDirLocked(this.dataDir))) {
+      const info = await readDaemonInfo(this.dataDir);
+      if (info) return info;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return readDaemonInfo(this.dataDir);
+  }
 
   static async connect(flags: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<DaemonClient> {
     let config;
@@ -88,7 +110,7 @@ export class DaemonClient {
       throw err;
     }
     const info = await readDaemonInfo(config.dataDir);
-    return new DaemonClient(info?.url ?? '', config.dataDir, info, env);
+    return new DaemonClient(config.dataDir, info, env);
   }
 
   /**
@@ -157,9 +179,10 @@ export class DaemonClient {
       if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);
       if (this.cookie) headers.Cookie = this.cookie;
     }
-    // No daemon.json: no daemon of this data dir, whatever may listen on the default port.
-    if (!this.info) throw this.notOurs('');
-    const socket = await this.socketPath(this.info);
+    // No daemon.json and nobody holding the lock: no daemon of this data dir, whatever may listen on the default port.
+    if (!this.daemonInfo) this.daemonInfo = await this.waitForStartingDaemon(Date.now() + 60_000);
+    if (!this.daemonInfo) throw this.notOurs('');
+    const socket = await this.socketPath(this.daemonInfo);
     let res: Answer;
     try {
       res = await call(socket, pathname, method, headers, body === undefined ? undefined : JSON.stringify(body), 30_000);

@@ -78,6 +78,31 @@ export async function lockDataDir(dataDir: string, opts: { recordPid?: boolean }
 }
 
 /**
+ * Whether some process holds the data dir's lock (a daemon running, or still starting), found
+ * without taking it: on Linux by connecting to the lock's socket, which its holder closes at once;
+ * elsewhere by daemon.lock naming a live process.
+ */
+export async function isDataDirLocked(dataDir: string): Promise<boolean> {
+  if (process.platform !== 'linux') {
+    const pid = Number.parseInt(await readFile(path.join(dataDir, LOCK_FILE), 'utf8').catch(() => ''), 10);
+    return Number.isInteger(pid) && pid > 0 && isAlive(pid);
+  }
+  let name: string;
+  try {
+    name = await lockSocketName(dataDir);
+  } catch {
+    return false; // no data dir: nobody holds it
+  }
+  return new Promise((resolve) => {
+    const socket = net.connect(name, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/**
  * The data dir's identity (device and inode), not its path: a symlink, a relative path, or a
  * bind mount of the same directory all get the same lock. Abstract sockets belong to a network
  * namespace, so processes in different namespaces (containers sharing a volume) do not see each
