@@ -10,7 +10,7 @@ import { registerKeys } from './commands/keys.js';
 import { registerModels } from './commands/models.js';
 import { registerOpen } from './commands/open.js';
 import { registerProviders } from './commands/providers.js';
-import { registerRequests } from './commands/requests.js';
+import { registerRequests } from './commands/requests/index.js';
 import { registerCalls, registerRequestTools } from './commands/calls.js';
 import { registerReview } from './commands/review.js';
 import { registerServe } from './commands/serve.js';

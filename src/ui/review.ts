@@ -412,6 +412,14 @@ function renderResume(ctx: AppContext, record: AccessRequestRecord): void {
   );
 }
 
+/** What the review pages reach: the requests, the person's own instances, and their tools' reviews. */
+interface ReviewPages {
+  deps: AppDeps;
+  requests: AccessRequestsService;
+  ownedInstances: (user: UserRecord) => Promise<McpInstanceRecord[]>;
+  tools?: ToolReview;
+}
+
 /**
  * Mounts the review page and its Approve and Deny form posts. The posts are guarded by
  * sameOriginOnly (answered with a page here rather than JSON), then by the session's CSRF token.
@@ -424,7 +432,17 @@ export function mountReviewUi(
   sameOrigin: Middleware<AppState>,
   tools?: ToolReview,
 ): void {
-  const sameOriginPage: Middleware<AppState> = async (ctx, next) => {
+  const pages: ReviewPages = { deps, requests, ownedInstances, tools };
+  const fromThisSite = sameOriginPage(sameOrigin);
+  router.get(REVIEW_PATH, showReview(pages));
+  router.get(DONE_PATH, showOutcome(pages));
+  router.post(APPROVE_PATH, fromThisSite, approveFromPage(pages));
+  router.post(DENY_PATH, fromThisSite, denyFromPage(pages));
+}
+
+/** sameOriginOnly for a form post: a refusal is a page that says nothing was decided, not JSON. */
+function sameOriginPage(sameOrigin: Middleware<AppState>): Middleware<AppState> {
+  return async function sameOriginPage(ctx, next) {
     let passed = false;
     try {
       await sameOrigin(ctx, () => {
@@ -441,167 +459,186 @@ export function mountReviewUi(
     }
     if (passed) await next();
   };
+}
 
-  /** Loads what the page needs, or answers with the right page itself (and returns undefined). */
-  async function load(ctx: AppContext, id: string, user: UserRecord): Promise<{ record: AccessRequestRecord; view: ReviewData } | undefined> {
-    const record = await requests.get(id);
-    if (!record) {
-      renderGone(ctx, 'unknown');
-      return undefined;
-    }
-    const info = await requests.appInfoFor(record);
-    if (record.status !== 'draft') {
-      renderGone(ctx, record.status, record, info);
-      return undefined;
-    }
-    return { record, view: await reviewView(requests, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools) };
+/** The review data of a request as this person sees it. */
+async function reviewOf({ deps, requests, ownedInstances, tools }: ReviewPages, record: AccessRequestRecord, user: UserRecord): Promise<ReviewData> {
+  return reviewView(requests, record, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools);
+}
+
+/** Loads what the page needs, or answers with the right page itself (and returns undefined). */
+async function load(pages: ReviewPages, ctx: AppContext, id: string, user: UserRecord): Promise<{ record: AccessRequestRecord; view: ReviewData } | undefined> {
+  const { requests } = pages;
+  const record = await requests.get(id);
+  if (!record) {
+    renderGone(ctx, 'unknown');
+    return undefined;
   }
-
-  /** The GET pages' request id and user; with no session, a 303 to the login form and back. */
-  async function viewer(ctx: AppContext): Promise<{ id: string; user?: UserRecord }> {
-    const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
-    const user = await sessionUser(ctx, deps);
-    if (!user) {
-      ctx.status = 303;
-      ctx.redirect(loginHref(id));
-      ctx.status = 303;
-    }
-    return { id, user };
+  const info = await requests.appInfoFor(record);
+  if (record.status !== 'draft') {
+    renderGone(ctx, record.status, record, info);
+    return undefined;
   }
+  return { record, view: await reviewOf(pages, record, user) };
+}
 
-  router.get(REVIEW_PATH, async function showReview(ctx) {
-    const { id, user } = await viewer(ctx);
+/** A 303 to a page of this origin. */
+function seeOther(ctx: AppContext, to: string): void {
+  ctx.status = 303;
+  ctx.redirect(to);
+  ctx.status = 303;
+}
+
+/** The GET pages' request id and user; with no session, a 303 to the login form and back. */
+async function viewer(deps: AppDeps, ctx: AppContext): Promise<{ id: string; user?: UserRecord }> {
+  const id = typeof ctx.query.id === 'string' ? ctx.query.id.slice(0, 100) : '';
+  const user = await sessionUser(ctx, deps);
+  if (!user) seeOther(ctx, loginHref(id));
+  return { id, user };
+}
+
+/** GET the review page of a draft; one decided elsewhere for a waiting sign-in sends that sign-in on. */
+function showReview(pages: ReviewPages): Middleware<AppState> {
+  const { deps, requests } = pages;
+  return async function showReview(ctx) {
+    const { id, user } = await viewer(deps, ctx);
     if (!user) return;
     const decided = await requests.get(id);
     if (decided?.authorize && decided.redirect_url && decided.user_id === user.id && (decided.status === 'approved' || decided.status === 'denied')) {
       // decided on another surface: the sign-in that is waiting for it goes on
-      ctx.status = 303;
-      ctx.redirect(new URL(decided.redirect_url).pathname);
-      ctx.status = 303;
+      seeOther(ctx, new URL(decided.redirect_url).pathname);
       return;
     }
-    const loaded = await load(ctx, id, user);
+    const loaded = await load(pages, ctx, id, user);
     if (loaded) renderReview(ctx, loaded.view, user, csrfToken(ctx) ?? '', { redirectUrl: loaded.record.redirect_url });
-  });
+  };
+}
 
-  /** What both posts share: same origin, a session, the session's CSRF token, a reviewable request. */
-  async function decide(ctx: AppContext, decision: (user: UserRecord, record: AccessRequestRecord, form: Form) => Promise<AccessRequestRecord>, selection: (form: Form, record: AccessRequestRecord) => Selection) {
-    const form = formOf(ctx);
-    const id = typeof form.id === 'string' ? form.id.slice(0, 100) : '';
-    const user = await sessionUser(ctx, deps);
-    if (!user) return renderSignedOut(ctx, id);
-    const record = await requests.get(id);
-    if (!record) return renderGone(ctx, 'unknown');
-    const csrf = csrfToken(ctx) ?? '';
-    if (!sameToken(form._csrf, csrf)) {
-      const loaded = await load(ctx, id, user);
-      if (loaded) {
-        const stale = new AppError('invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
-        renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selection(form, record), form });
-      }
-      return;
-    }
-    let decided: AccessRequestRecord;
-    try {
-      decided = await decision(user, record, form);
-    } catch (caught) {
-      const err = fromStoreError(caught);
-      if (!(err instanceof AppError) || !err.expose) throw err;
-      const fresh = await requests.get(id);
-      if (err.code === 'expired' || err.code === 'already_processed' || !fresh || fresh.status !== 'draft') {
-        const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
-        return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? await requests.appInfoFor(fresh) : undefined, err.status);
-      }
-      const view = await reviewView(requests, fresh, user, deps.clock(), await ownedInstances(user), deps.baseUrl(), tools);
-      return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selection(form, record), form });
-    }
-    // A sign-in (authorization endpoint) goes on through the done page: a form post's redirects
-    // may only reach this origin (CSP form-action), and the sign-in ends at the app's.
-    const redirect = decided.flow_type === 'redirect' && !decided.authorize ? decisionRedirect(decided) : undefined;
-    if (redirect) {
-      ctx.status = 303;
-      ctx.redirect(redirect);
-      ctx.status = 303;
-      return;
-    }
-    ctx.status = 303;
-    ctx.redirect(`${DONE_PATH}?id=${encodeURIComponent(decided.id)}`);
-    ctx.status = 303;
-  }
-
-  router.get(DONE_PATH, async function showOutcome(ctx) {
-    const { id, user } = await viewer(ctx);
+/** GET where a decision lands: its outcome, a waiting sign-in going on, or the review page while undecided. */
+function showOutcome({ deps, requests }: ReviewPages): Middleware<AppState> {
+  return async function showOutcome(ctx) {
+    const { id, user } = await viewer(deps, ctx);
     if (!user) return;
     const record = await requests.get(id);
     if (!record || !requests.visibleTo(record, user)) return renderGone(ctx, 'unknown');
     if (record.authorize && record.redirect_url && (record.status === 'approved' || record.status === 'denied')) return renderResume(ctx, record);
     if (record.status === 'approved' || record.status === 'denied') return renderOutcome(ctx, record, await requests.appInfoFor(record));
-    ctx.status = 303;
-    ctx.redirect(`${REVIEW_PATH}?id=${encodeURIComponent(id)}`);
-    ctx.status = 303;
-  });
+    seeOther(ctx, `${REVIEW_PATH}?id=${encodeURIComponent(id)}`);
+  };
+}
 
-  /** The tool choices of the ticked instances, as the approval stores them: what differs from each tool's default. */
-  async function policiesFromForm(record: AccessRequestRecord, user: UserRecord, form: Form, granted: string[]): Promise<Record<string, ToolPolicy> | undefined> {
-    if (!tools) return undefined;
-    const mine = (await ownedInstances(user)).filter((m) => granted.includes(m.id));
-    const listed = await tools.forReview(record, mine);
-    const out: Record<string, ToolPolicy> = {};
-    for (const m of mine) {
-      const { picks, fallback } = picksOf(form, m.id);
-      const policy = policyFromPicks(listed.get(m.id)?.tools ?? [], picks, fallback);
-      if (policy) Object.defineProperty(out, m.id, { value: policy, enumerable: true });
+type Decision = (user: UserRecord, record: AccessRequestRecord, form: Form) => Promise<AccessRequestRecord>;
+
+/** What both posts share: same origin, a session, the session's CSRF token, a reviewable request. */
+async function decide(pages: ReviewPages, ctx: AppContext, decision: Decision) {
+  const { deps, requests } = pages;
+  const form = formOf(ctx);
+  const id = typeof form.id === 'string' ? form.id.slice(0, 100) : '';
+  const user = await sessionUser(ctx, deps);
+  if (!user) return renderSignedOut(ctx, id);
+  const record = await requests.get(id);
+  if (!record) return renderGone(ctx, 'unknown');
+  const csrf = csrfToken(ctx) ?? '';
+  if (!sameToken(form._csrf, csrf)) {
+    const loaded = await load(pages, ctx, id, user);
+    if (loaded) {
+      const stale = new AppError('invalid_csrf_token', 'This form was stale (or not sent from this page). Check your choices and submit again.');
+      renderReview(ctx, loaded.view, user, csrf, { redirectUrl: record.redirect_url, error: stale, status: 403, selection: selectionOf(form, record), form });
     }
-    return Object.keys(out).length > 0 ? out : undefined;
+    return;
   }
+  let decided: AccessRequestRecord;
+  try {
+    decided = await decision(user, record, form);
+  } catch (caught) {
+    return answerRefusedDecision(pages, ctx, caught, { id, user, record, form, csrf });
+  }
+  // A sign-in (authorization endpoint) goes on through the done page: a form post's redirects
+  // may only reach this origin (CSP form-action), and the sign-in ends at the app's.
+  const redirect = decided.flow_type === 'redirect' && !decided.authorize ? decisionRedirect(decided) : undefined;
+  seeOther(ctx, redirect ?? `${DONE_PATH}?id=${encodeURIComponent(decided.id)}`);
+}
 
-  const selectionOf = (form: Form, record: AccessRequestRecord): Selection => ({
-    role: appRoles.find((r) => r === form.approved_role),
-    instanceIds: new Set(record.requested.mcp_servers.flatMap((_s, i) => strings(form[`mcp_${i}`]))),
-  });
+/** A decision the service refused: the request's new state when it moved on, else the form again with the reason. */
+async function answerRefusedDecision(
+  pages: ReviewPages,
+  ctx: AppContext,
+  caught: unknown,
+  { id, user, record, form, csrf }: { id: string; user: UserRecord; record: AccessRequestRecord; form: Form; csrf: string },
+): Promise<void> {
+  const { requests } = pages;
+  const err = fromStoreError(caught);
+  if (!(err instanceof AppError) || !err.expose) throw err;
+  const fresh = await requests.get(id);
+  if (err.code === 'expired' || err.code === 'already_processed' || !fresh || fresh.status !== 'draft') {
+    const kind = fresh ? (fresh.status === 'draft' ? 'failed' : fresh.status) : 'unknown';
+    return renderGone(ctx, kind as Exclude<Gone, 'draft'>, fresh, fresh ? await requests.appInfoFor(fresh) : undefined, err.status);
+  }
+  const view = await reviewOf(pages, fresh, user);
+  return renderReview(ctx, view, user, csrf, { redirectUrl: fresh.redirect_url, error: err, status: err.status, selection: selectionOf(form, record), form });
+}
 
-  router.post(APPROVE_PATH, sameOriginPage, async function approveFromPage(ctx) {
-    await decide(
-      ctx,
-      async (user, record, form) => {
-        const mcp_servers = record.requested.mcp_servers
-          .map((s, i) => ({ url: s.url, instance_ids: [...new Set(strings(form[`mcp_${i}`]))] }))
-          .filter((s) => s.instance_ids.length > 0);
-        const tool_policies = await policiesFromForm(record, user, form, mcp_servers.flatMap((s) => s.instance_ids));
-        const parsed = approveBody.safeParse({
-          approved_role: form.approved_role,
-          ...limitsOfForm(form),
-          approved: { version: '1', mcp_servers },
-          ...(tool_policies ? { tool_policies } : {}),
-        });
-        if (!parsed.success) {
-          const limitsWrong = parsed.error.issues.some((i) => i.path[0] === 'limits');
-          throw new AppError(
-            'invalid_body',
-            limitsWrong
-              ? 'A limit must be a whole number above 0, or left empty for none.'
-              : typeof form.approved_role === 'string'
-                ? 'That choice could not be read; check it and try again.'
-                : 'Choose a role to approve.',
-          );
-        }
-        const approved = await requests.approve(user, record.id, parsed.data);
-        deps.logger.info({ accessRequest: approved.id, user: user.id, role: approved.approved_role }, 'access request approved (browser)');
-        return approved;
-      },
-      selectionOf,
-    );
-  });
+/** The tool choices of the ticked instances, as the approval stores them: what differs from each tool's default. */
+async function policiesFromForm({ ownedInstances, tools }: ReviewPages, record: AccessRequestRecord, user: UserRecord, form: Form, granted: string[]): Promise<Record<string, ToolPolicy> | undefined> {
+  if (!tools) return undefined;
+  const mine = (await ownedInstances(user)).filter((m) => granted.includes(m.id));
+  const listed = await tools.forReview(record, mine);
+  const out: Record<string, ToolPolicy> = {};
+  for (const m of mine) {
+    const { picks, fallback } = picksOf(form, m.id);
+    const policy = policyFromPicks(listed.get(m.id)?.tools ?? [], picks, fallback);
+    if (policy) Object.defineProperty(out, m.id, { value: policy, enumerable: true });
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
 
-  router.post(DENY_PATH, sameOriginPage, async function denyFromPage(ctx) {
-    await decide(
-      ctx,
-      async (user, record) => {
-        const denied = await requests.deny(user, record.id);
-        deps.logger.info({ accessRequest: denied.id, user: user.id }, 'access request denied (browser)');
-        return denied;
-      },
-      selectionOf,
-    );
-  });
+/** What the form had chosen, to show it again when it comes back with an error. */
+const selectionOf = (form: Form, record: AccessRequestRecord): Selection => ({
+  role: appRoles.find((r) => r === form.approved_role),
+  instanceIds: new Set(record.requested.mcp_servers.flatMap((_s, i) => strings(form[`mcp_${i}`]))),
+});
+
+/** POST the Approve form: the role, the ticked instances, their tool choices and the limits, checked as the API checks them. */
+function approveFromPage(pages: ReviewPages): Middleware<AppState> {
+  const { deps, requests } = pages;
+  return async function approveFromPage(ctx) {
+    await decide(pages, ctx, async (user, record, form) => {
+      const mcp_servers = record.requested.mcp_servers
+        .map((s, i) => ({ url: s.url, instance_ids: [...new Set(strings(form[`mcp_${i}`]))] }))
+        .filter((s) => s.instance_ids.length > 0);
+      const tool_policies = await policiesFromForm(pages, record, user, form, mcp_servers.flatMap((s) => s.instance_ids));
+      const parsed = approveBody.safeParse({
+        approved_role: form.approved_role,
+        ...limitsOfForm(form),
+        approved: { version: '1', mcp_servers },
+        ...(tool_policies ? { tool_policies } : {}),
+      });
+      if (!parsed.success) {
+        const limitsWrong = parsed.error.issues.some((i) => i.path[0] === 'limits');
+        throw new AppError(
+          'invalid_body',
+          limitsWrong
+            ? 'A limit must be a whole number above 0, or left empty for none.'
+            : typeof form.approved_role === 'string'
+              ? 'That choice could not be read; check it and try again.'
+              : 'Choose a role to approve.',
+        );
+      }
+      const approved = await requests.approve(user, record.id, parsed.data);
+      deps.logger.info({ accessRequest: approved.id, user: user.id, role: approved.approved_role }, 'access request approved (browser)');
+      return approved;
+    });
+  };
+}
+
+/** POST the Deny form. */
+function denyFromPage(pages: ReviewPages): Middleware<AppState> {
+  const { deps, requests } = pages;
+  return async function denyFromPage(ctx) {
+    await decide(pages, ctx, async (user, record) => {
+      const denied = await requests.deny(user, record.id);
+      deps.logger.info({ accessRequest: denied.id, user: user.id }, 'access request denied (browser)');
+      return denied;
+    });
+  };
 }

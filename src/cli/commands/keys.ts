@@ -2,7 +2,7 @@ import { type Command, Option } from 'commander';
 import { DaemonClient, usage } from '../client.js';
 import { resolve, resolveMcpSelections } from '../ids.js';
 import { type Output, printJson, printRows, when } from '../output.js';
-import { parseMcpSelections } from './requests.js';
+import { parseMcpSelections } from './requests/shared.js';
 import type { z } from 'zod';
 import type { apiKeyView } from '../../keys/schemas.js';
 

@@ -1,0 +1,91 @@
+import os from 'node:os';
+import { appDisplayName } from '../access-requests/client-kinds.js';
+import { AccessRequestsService, type AppInfoLookup } from '../access-requests/service.js';
+import { ActivityLog } from '../activity/log.js';
+import { DEFAULT_LOGIN_LIMITS, LoginService } from '../auth/login.js';
+import { LoginLinks } from '../auth/login-links.js';
+import { UsersService } from '../auth/users.js';
+import { LOCAL_LOGIN_LABEL } from '../daemon-info.js';
+import type { AppDeps } from '../http/context.js';
+import { ApiKeysService } from '../keys/service.js';
+import { HeldCalls } from '../mcp/held-calls.js';
+import { McpInstancesService } from '../mcp/instances.js';
+import { ToolPolicies } from '../mcp/policies.js';
+import { McpToolsService } from '../mcp/tools.js';
+import { ModelCatalog } from '../models/catalog.js';
+import { ModelDownloads, replicaOf } from '../models/downloads.js';
+import { DesktopNotifier } from '../notify/desktop.js';
+import { OAuthClientsService } from '../oauth/clients.js';
+import { ProvidersService } from '../providers/service.js';
+
+/** The services every feature is built on, made once per app and handed to the routes and pages. */
+export interface Services {
+  users: UsersService;
+  login: LoginService;
+  loginLinks: LoginLinks;
+  instances: McpInstancesService;
+  clients: OAuthClientsService;
+  /** what an app is, by its client id: an API key's app or a registered OAuth client */
+  appInfo: AppInfoLookup;
+  activity: ActivityLog;
+  requests: AccessRequestsService;
+  keys: ApiKeysService;
+  mcpTools: McpToolsService;
+  policies: ToolPolicies;
+  held: HeldCalls;
+  providers: ProvidersService;
+  catalog: ModelCatalog;
+  downloads: ModelDownloads;
+}
+
+/** Builds the services on the store and tells the person on the desktop what waits for them. */
+export async function createServices(deps: AppDeps): Promise<Services> {
+  const users = new UsersService(deps.repos, deps.clock);
+  const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
+  const loginLinks = new LoginLinks(deps.clock);
+  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
+  const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
+  const appInfo: AppInfoLookup = async (clientId) => {
+    const key = await keys.appInfo(clientId);
+    if (key) return key;
+    const c = await clients.find(clientId);
+    return c ? { name: appDisplayName(c.name), description: c.description ?? undefined, redirect_uris: c.redirect_uris, kind: c.kind ?? 'registered' } : undefined;
+  };
+  const activity = await ActivityLog.open(deps.config.dataDir, { retentionDays: deps.config.activityRetentionDays, maxEvents: deps.config.activityMaxEvents }, deps.clock, deps.logger);
+  const requests = new AccessRequestsService(
+    deps.repos,
+    deps.clock,
+    deps.logger,
+    appInfo,
+    { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts },
+    (id) => activity.usageOf(id),
+  );
+  const keys = new ApiKeysService(deps.repos, requests, deps.clock);
+  const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
+  // A review waits for an instance's tool list at most this long; a call of a tool may wait the full timeout.
+  const policies = new ToolPolicies(deps.repos, mcpTools, deps.clock, deps.logger, Math.min(5_000, deps.config.mcpTimeoutMs));
+  const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000, deps.repos.heldCalls);
+  notifyThePerson(deps, held, appInfo);
+  const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
+  const catalog = new ModelCatalog(deps.repos, deps.clock);
+  const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, {
+    quotaBytes: deps.config.downloadQuotaBytes,
+    allowNetworks: deps.config.downloadAllowNetworks,
+    replica: deps.config.database ? replicaOf(os.hostname(), deps.config.dataDir) : undefined,
+  });
+  return { users, login, loginLinks, instances, clients, appInfo, activity, requests, keys, mcpTools, policies, held, providers, catalog, downloads };
+}
+
+/** A desktop notice for each held tool call and each new access request, pointing at its page. */
+function notifyThePerson(deps: AppDeps, held: HeldCalls, appInfo: AppInfoLookup): void {
+  const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
+  held.onHeld((c) => notifier.notify(`svc: ${c.app_name ?? c.app_client_id} wants to run ${c.tool}`, `On ${c.instance_name}. Approve or deny it at`, `${deps.baseUrl()}/ui/calls`));
+  // A new draft (created and not changed since) is news for the person too.
+  deps.repos.accessRequests.onChange((id, r) => {
+    if (r?.status !== 'draft' || r.created_at !== r.updated_at) return;
+    void appInfo(r.app_client_id).then(
+      (info) => notifier.notify(`svc: ${info?.name ?? r.app_client_id} asks for access`, 'Review it at', `${deps.baseUrl()}/ui/apps/access-requests/review?id=${encodeURIComponent(id)}`),
+      () => undefined,
+    );
+  });
+}

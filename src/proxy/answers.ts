@@ -1,0 +1,63 @@
+import { AppError } from '../errors.js';
+
+/** The OpenAI endpoints svc passes through to a provider. */
+export type Endpoint = '/chat/completions' | '/embeddings' | '/completions' | '/responses';
+
+export const modelNotFound = (model: string) =>
+  new AppError('model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
+export const clientClosed = () => new AppError('client_closed', 'The client went away.');
+
+/** Whether a parsed JSON value nests deeper than `limit` (without recursion, so any depth is safe). */
+export function deeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (depth > limit) return true;
+    for (const v of Object.values(node as object)) if (v !== null && typeof v === 'object') stack.push([v, depth + 1]);
+  }
+  return false;
+}
+
+export const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** Whether the app itself asked for a stream's usage (`stream_options.include_usage`). */
+export const usageAsked = (body: Record<string, unknown>) => isObject(body.stream_options) && body.stream_options.include_usage === true;
+
+/** The message of an upstream error body: OpenAI's `error.message`, or `error`, `message`, `detail`; else the text. */
+export function upstreamMessage(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown; detail?: unknown } | null;
+    if (parsed && typeof parsed === 'object') {
+      const m = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message ?? parsed.detail);
+      if (typeof m === 'string') return m;
+    }
+  } catch {
+    /* not JSON: the text itself */
+  }
+  return text;
+}
+
+/**
+ * OpenAI's embeddings API answers base64 (little-endian float32) when asked; the official client
+ * asks by default. An upstream that ignores it sends float arrays, which svc encodes as asked.
+ */
+export function floatsToBase64(answer: unknown): boolean {
+  const data = (answer as { data?: unknown } | null)?.data;
+  if (!Array.isArray(data)) return false;
+  let changed = false;
+  for (const item of data) {
+    const vector = (item as { embedding?: unknown } | null)?.embedding;
+    if (!Array.isArray(vector) || !vector.every((x) => typeof x === 'number')) continue;
+    const buf = Buffer.allocUnsafe(vector.length * 4);
+    vector.forEach((x: number, i) => buf.writeFloatLE(x, i * 4));
+    (item as { embedding: unknown }).embedding = buf.toString('base64');
+    changed = true;
+  }
+  return changed;
+}
+
+/** The event that ends a stream the upstream broke: the Responses API's `error` event, else `data: {"error":...}`. */
+export function streamErrorEvent(endpoint: Endpoint, message: string, code: string): string {
+  const error = { message, type: 'upstream_error', code };
+  if (endpoint === '/responses') return `event: error\ndata: ${JSON.stringify({ type: 'error', sequence_number: 0, code, message, param: null, error })}\n\n`;
+  return `data: ${JSON.stringify({ error })}\n\n`;
+}

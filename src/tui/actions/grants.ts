@@ -1,0 +1,56 @@
+import { describeError } from '../format.js';
+import { grantChanges } from '../state.js';
+import { type ActionDeps, hintFor } from './deps.js';
+
+/** The approved grants, to change their tool choices later. */
+export interface GrantActions {
+  openGrants(): Promise<void>;
+  /** Opens the highlighted grant's tool choices. */
+  openGrant(): Promise<void>;
+  /** Saves what changed on the open grant. */
+  saveGrant(): Promise<void>;
+}
+
+export function grantActions({ client, dispatch, getState }: ActionDeps): GrantActions {
+  return {
+    async openGrants() {
+      if (!client.approvedGrants) return;
+      dispatch({ type: 'open-grants' });
+      try {
+        dispatch({ type: 'grants-loaded', grants: await client.approvedGrants() });
+      } catch (err) {
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Could not list your grants: ${describeError(err)}${hintFor(err)}` } });
+      }
+    },
+
+    async openGrant() {
+      const s = getState();
+      const row = s.grants[s.grantCursor];
+      if (s.screen !== 'grants' || !row) return;
+      dispatch({ type: 'open-grant', id: row.id });
+      try {
+        dispatch({ type: 'grant-loaded', data: await client.review(row.id) });
+      } catch (err) {
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Could not open the grant: ${describeError(err)}${hintFor(err)}` } });
+      }
+    },
+
+    async saveGrant() {
+      const s = getState();
+      const g = s.grant;
+      if (s.screen !== 'grant' || s.busy || !g?.data || !client.setTools) return;
+      const changes = grantChanges(g.data, g.picks);
+      if (Object.keys(changes).length === 0) return dispatch({ type: 'notice', notice: { kind: 'info', text: 'Nothing changed.' } });
+      dispatch({ type: 'busy', busy: true });
+      try {
+        await client.setTools(g.id, changes);
+        dispatch({ type: 'grant-loaded', data: await client.review(g.id) });
+        dispatch({ type: 'busy', busy: false });
+        dispatch({ type: 'notice', notice: { kind: 'info', text: 'Saved: the next call of each tool follows these choices.' } });
+      } catch (err) {
+        dispatch({ type: 'busy', busy: false });
+        dispatch({ type: 'notice', notice: { kind: 'error', text: `Not saved: ${describeError(err)}${hintFor(err)}` } });
+      }
+    },
+  };
+}
