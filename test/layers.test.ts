@@ -78,7 +78,7 @@ describe('layers', () => {
     // Only the two that open a data dir's store (the daemon, and the offline password reset) may
     // name the store itself; they hand the rest of svc repositories.
     const opensStore = new Set(['src/daemon.ts', 'src/auth/offline.ts']);
-    const storeInternals = /\/store\/(store|tables|journal|snapshot|store-repositories|memory-repositories)\.js$/;
+    const storeInternals = /\/store\/(store|tables|journal|snapshot|store-repositories)\.js$/;
     const touching: string[] = [];
     for (const f of filesUnder(path.join(REPO, 'src'), /\.tsx?$/)) {
       const rel = path.relative(REPO, f);
