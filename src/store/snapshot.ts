@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { CorruptStoreError, nodeFs, readJsonFileOrRefuse, snapshotBackup, type StoreFs } from './durable-file.js';
-import { recordProblem, requiredCollections, validateDb } from './schema.js';
+import { metaProblem, recordProblem, requiredCollections, validateDb } from './schema.js';
 import { type CollectionName, COLLECTION_KEYS, isCollection } from './tables.js';
 
 /** the snapshot's own field: the last journal entry it holds */
@@ -209,8 +209,8 @@ class SnapshotLines {
       if (name === SEQ_FIELD) this.contents.seq = typeof value === 'number' ? value : 0;
       else this.contents.docs.set(name, value);
     }
-    const meta = this.contents.docs.get('meta') as { schema?: unknown } | null | undefined;
-    if (meta === undefined || (meta !== null && (typeof meta !== 'object' || meta.schema !== 1))) throw await this.refuse('unexpected content: meta: not a meta record');
+    const problem = metaProblem(this.contents.docs.get('meta'));
+    if (problem) throw await this.refuse(`unexpected content: meta: ${problem}`);
   }
 
   private async checksum(line: string): Promise<void> {
