@@ -1,8 +1,18 @@
+/*
+ * The store's record types are in three files, by what each is for:
+ * - vocabulary.ts: the fixed words (roles, statuses), values that the CLI and the features import
+ *   on their own, without any record type or check;
+ * - schema.ts (here): the core records (users, sessions, MCP instances, access requests, API
+ *   keys, meta), the ones the one loose check of db.json below looks into, and that check;
+ * - records.ts: the records of the other collections (OAuth clients and state, providers,
+ *   aliases, downloads, tool lists), which the check takes as any object.
+ * tables.ts then says which collection holds which record, under which key. Records are plain
+ * JSON; secret fields hold sealed strings only.
+ */
 import { accessRequestStatuses } from './vocabulary.js';
 import type { AccessRequestStatus, AppRole, UserRole } from './vocabulary.js';
 import { COLLECTION_KEYS, isCollection } from './tables.js';
 
-/** The shape of db.json. Records are plain JSON; secret fields hold sealed strings only. */
 export { accessRequestStatuses, appRoles, userRoles } from './vocabulary.js';
 export type { AccessRequestStatus, AppRole, UserRole } from './vocabulary.js';
 
