@@ -11,7 +11,7 @@ const TARGETS = { firstStartMiB: 100, idleMiB: 80, listMs: 150 };
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN) / 1024;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // Idle: what a daemon left running costs. It hands memory back after 5 s with nothing served
-// (src/idle-memory.ts; the scrypt helper process ends after 5 s idle too), which V8 finishes within
+// (src/store/memory.ts; the scrypt helper process ends after 5 s idle too), which V8 finishes within
 // seconds more; 20 s covers both. The RSS 3 s after the start is shown beside it.
 const IDLE_MS = 20_000;
 

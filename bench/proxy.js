@@ -41,7 +41,7 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
   const results = [];
   try {
     // Serve as a daemon that has been running a while does: after an idle spell (the scrypt helper
-    // of the token's login ends, the idle daemon hands memory back: src/idle-memory.ts).
+    // of the token's login ends, the idle daemon hands memory back: src/store/memory.ts).
     const startupPeak = peakRssMiB(svc.pid);
     await new Promise((r) => setTimeout(r, quick ? 0 : 20_000));
     // warm both paths (JIT, keep-alive sockets, caches)

@@ -10,7 +10,7 @@ import { type Config, type Secret, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
 import { createLogger, type Logger } from './log.js';
 import { SecretBox } from './store/crypto.js';
-import { reduceMemoryWhenIdle } from './idle-memory.js';
+import { reduceMemoryWhenIdle } from './store/memory.js';
 import { FileWriteError, writeFileDurably } from './store/durable-file.js';
 import { lockDataDir } from './store/lock.js';
 import { checkStoreKey, type Keychain, type KeyBackend, type MasterKey, MASTER_KEY_FILE, osKeychain, resolveMasterKey, teamMasterKey } from './store/master-key.js';
@@ -165,7 +165,7 @@ async function replicaKey(dataDir: string, keychain: Keychain): Promise<MasterKe
 
 /** The header that lets the daemon's own first login through while everyone else gets 503. */
 const SETUP_HEADER = 'x-svc-setup';
-/** how long the daemon must have served nothing before it hands memory back (idle-memory.ts) */
+/** how long the daemon must have served nothing before it hands memory back (store/memory.ts) */
 const IDLE_MEMORY_MS = 5_000;
 
 /**

@@ -2,7 +2,8 @@
  * Layers that point one way, checked on the source and the build rather than hoped:
  * no runtime import cycle; `src/store` imports nothing above it; `src/http` and `src/upstream`
  * import no feature; the daemon does not import the CLI; nothing imports a package's private files
- * but the one oidc-provider helper that is pinned and explained.
+ * but the one oidc-provider helper that is pinned and explained; one module alone switches a V8
+ * flag at run time.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -78,7 +79,7 @@ describe('layers', () => {
     // Only the two that open a data dir's store (the daemon, and the offline password reset) may
     // name the store itself; they hand the rest of svc repositories.
     const opensStore = new Set(['src/daemon.ts', 'src/auth/offline.ts']);
-    const storeInternals = /\/store\/(store|tables|journal|snapshot|store-repositories|memory-repositories)\.js$/;
+    const storeInternals = /\/store\/(store|tables|journal|snapshot|store-repositories)\.js$/;
     const touching: string[] = [];
     for (const f of filesUnder(path.join(REPO, 'src'), /\.tsx?$/)) {
       const rel = path.relative(REPO, f);
@@ -87,6 +88,17 @@ describe('layers', () => {
       if (named.length) touching.push(`${rel}: ${named.join(', ')}`);
     }
     expect(touching).toEqual([]);
+  });
+
+  it('only src/store/memory.ts switches a V8 flag at run time (the gc hook)', () => {
+    // One place turns the gc hook on, once, and off again; a second would leave it on for good.
+    const everyFile = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? everyFile(path.join(dir, e.name)) : /\.tsx?$/.test(e.name) ? [path.join(dir, e.name)] : []));
+    const flags = /setFlagsFromString|expose-gc|expose_gc/;
+    const touching = everyFile(path.join(REPO, 'src'))
+      .filter((f) => !/\.test\.tsx?$/.test(f) && flags.test(readFileSync(f, 'utf8')))
+      .map((f) => path.relative(REPO, f).split(path.sep).join('/'));
+    expect(touching).toEqual(['src/store/memory.ts']);
   });
 
   it('no package is reached into past its exports, but the pinned oidc-provider helper', () => {

@@ -1,11 +1,11 @@
 /**
- * The access-request lifecycle as a unit: the service on the plain in-memory repositories (no
- * store, no daemon, no HTTP), with a clock the test moves.
+ * The access-request lifecycle as a unit: the service on the in-memory repositories (the
+ * journaled store with no files; no daemon, no HTTP), with a clock the test moves.
  */
 import { describe, expect, it } from 'vitest';
 import { ApiKeysService, hashKey } from '../keys/service.js';
 import { createLogger } from '../log.js';
-import { memoryRepositories } from '../store/memory-repositories.js';
+import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { AccessRequestsService } from './service.js';
 
@@ -30,7 +30,7 @@ const ask = (over: Record<string, unknown> = {}) =>
 
 async function setup(limits?: { draftsPerClient: number; drafts: number }) {
   const clock = { now: T0 };
-  const repos = await memoryRepositories(async (r) => {
+  const repos = await inMemoryRepositories(async (r) => {
     for (const u of [admin, plain]) await r.users.put(u);
     await r.mcpInstances.put(instance('mine', admin.id));
     await r.mcpInstances.put(instance('off', admin.id, { enabled: false }));

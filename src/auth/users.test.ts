@@ -1,6 +1,6 @@
-/** Local accounts as a unit: the users service on the plain in-memory repositories. */
+/** Local accounts as a unit: the users service on the in-memory repositories. */
 import { describe, expect, it } from 'vitest';
-import { memoryRepositories } from '../store/memory-repositories.js';
+import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
 import { UsersService } from './users.js';
 
@@ -28,7 +28,7 @@ const grant = (id: string, userId: string): AccessRequestRecord => ({
 });
 
 async function setup() {
-  const repos = await memoryRepositories(async (r) => {
+  const repos = await inMemoryRepositories(async (r) => {
     await r.meta.set({ schema: 1, created_at: at, key_backend: 'file', key_check: 'k', session_keys: 's', unshown_password_user: 'root' });
     for (const u of [account('root', 'admin'), account('boss', 'manager'), account('ann', 'user')]) await r.users.put(u);
     await r.sessions.put({ id_hash: 's-ann', user_id: 'ann', csrf: 'c', expires_at: T0 + 1000, data: {} });

@@ -1,8 +1,8 @@
-/** The MCP instance registry as a unit: the service on the plain in-memory repositories. */
+/** The MCP instance registry as a unit: the service on the in-memory repositories. */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SecretBox } from '../store/crypto.js';
-import { memoryRepositories } from '../store/memory-repositories.js';
+import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { UserRecord } from '../store/schema.js';
 import { McpInstancesService } from './instances.js';
 
@@ -12,7 +12,7 @@ const other: UserRecord = { ...owner, id: 'u2', username: 'bob' };
 
 describe('McpInstancesService on the in-memory repositories', () => {
   it("seals header values, keeps instances to their owner, and removes an instance's tool list with it", async () => {
-    const repos = await memoryRepositories();
+    const repos = await inMemoryRepositories();
     const instances = new McpInstancesService(repos, new SecretBox(randomBytes(32)), () => Date.parse(at));
     const made = await instances.create(owner, { name: 'files', url: 'http://127.0.0.1:9/mcp', headers: [{ name: 'Authorization', value: 'Bearer upstream-secret' }] } as never);
     expect(JSON.stringify(await repos.mcpInstances.get(made.id))).not.toContain('upstream-secret');

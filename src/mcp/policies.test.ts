@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../log.js';
-import { memoryRepositories } from '../store/memory-repositories.js';
+import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { AccessRequestRecord, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { policyFromPicks } from './choices.js';
 import { HeldCalls } from './held-calls.js';
@@ -70,7 +70,7 @@ describe('the rules', () => {
 
 describe('looking annotations up', () => {
   it('a call fetches a list svc lacks, even right after a review could not (so the question is not lost once the server is back)', async () => {
-    const repos = await memoryRepositories();
+    const repos = await inMemoryRepositories();
     const m = instance();
     await repos.mcpInstances.put(m);
     let up = false;

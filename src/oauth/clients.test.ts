@@ -1,8 +1,8 @@
-/** The OAuth client registry as a unit: the service on the plain in-memory repositories. */
+/** The OAuth client registry as a unit: the service on the in-memory repositories. */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { SecretBox } from '../store/crypto.js';
-import { memoryRepositories } from '../store/memory-repositories.js';
+import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
 import { OAuthClientsService } from './clients.js';
 
@@ -32,7 +32,7 @@ const requestOf = (id: string, client: string, status: AccessRequestRecord['stat
 
 describe('OAuthClientsService on the in-memory repositories', () => {
   it('keeps a secret sealed, and removing a client revokes its grants and fails its drafts', async () => {
-    const repos = await memoryRepositories();
+    const repos = await inMemoryRepositories();
     const clock = { now: T0 };
     const clients = new OAuthClientsService(repos, new SecretBox(randomBytes(32)), () => clock.now);
     const { client, secret } = await clients.create(admin, { name: 'App', redirect_uris: ['http://127.0.0.1:5173/cb'] });
@@ -49,7 +49,7 @@ describe('OAuthClientsService on the in-memory repositories', () => {
   });
 
   it('sweeps self-registered clients unused for the retention period, and only those', async () => {
-    const repos = await memoryRepositories();
+    const repos = await inMemoryRepositories();
     const clock = { now: T0 };
     const clients = new OAuthClientsService(repos, new SecretBox(randomBytes(32)), () => clock.now);
     await clients.registerDynamic({ client_id: 'svc-dyn-old', client_name: 'Old\x1b[31m', redirect_uris: ['http://127.0.0.1/cb'] });

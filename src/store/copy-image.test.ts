@@ -1,5 +1,5 @@
 /**
- * The copy's image on the plain in-memory repositories: every sealed field comes out sealed with
+ * The copy's image on the in-memory repositories: every sealed field comes out sealed with
  * the new key (and opens to the same secret), a sealed value the copy does not know is refused
  * rather than carried over unopenable, and a target that holds anything is refused untouched.
  */
@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CopyError, imageCounts, readImage, resealImage, TargetNotEmptyError, writeImage } from './copy-image.js';
 import { SecretBox } from './crypto.js';
-import { memoryRepositories } from './memory-repositories.js';
+import { inMemoryRepositories } from './store-repositories.js';
 import type { RepositorySet } from './repositories.js';
 import { mcpHeaderSealId, SEAL_KINDS as K } from './seal-kinds.js';
 
@@ -17,7 +17,7 @@ const at = '2026-01-01T00:00:00.000Z';
 
 /** A store with one sealed value of every kind, sealed with the old key. */
 async function seeded(extra?: (repos: RepositorySet) => Promise<void>) {
-  return memoryRepositories(async (r) => {
+  return inMemoryRepositories(async (r) => {
     await r.meta.set({ schema: 1, created_at: at, key_backend: 'file', key_check: oldBox.seal(K.meta, 'key_check', 'svc'), session_keys: oldBox.seal(K.meta, 'session_keys', '["cookie"]') });
     await r.signingKeys.set(oldBox.seal(K.signingKeys, 'jwks', '[{"kid":"k"}]'));
     await r.providers.put({ name: 'up', base_url: 'http://127.0.0.1:1/v1', api_key: oldBox.seal(K.providerApiKey, 'up', 'sk-1'), models: [], discovered_models: [], discovered_at: null, discovery_error: null, timeout_ms: 1000, created_at: at });
@@ -35,7 +35,7 @@ describe('the copy image', () => {
   it('seals every secret again with the new key, makes the meta a team store, and names the replica of downloads', async () => {
     const source = await seeded();
     const image = resealImage(await readImage(source, 'the data dir'), oldBox, newBox, { replica: 'this-machine' });
-    const target = await memoryRepositories();
+    const target = await inMemoryRepositories();
     await writeImage(target, image, 'the team');
     const meta = (await target.meta.get())!;
     expect(meta.key_backend).toBe('team');
@@ -68,9 +68,9 @@ describe('the copy image', () => {
   });
 
   it('refuses a store with no meta, and a target that holds anything, leaving it as it was', async () => {
-    await expect(readImage(await memoryRepositories(), '/tmp/nowhere')).rejects.toThrow(/There is no svc store in \/tmp\/nowhere yet/);
+    await expect(readImage(await inMemoryRepositories(), '/tmp/nowhere')).rejects.toThrow(/There is no svc store in \/tmp\/nowhere yet/);
     const image = resealImage(await readImage(await seeded(), 'the data dir'), oldBox, newBox);
-    const used = await memoryRepositories(async (r) => {
+    const used = await inMemoryRepositories(async (r) => {
       await r.users.put({ id: 'u9', username: 'someone', role: 'admin', password_hash: 'x', created_at: at });
     });
     await expect(writeImage(used, image, 'the team')).rejects.toThrow(TargetNotEmptyError);

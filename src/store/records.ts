@@ -1,9 +1,9 @@
 import type { PullStatus } from './vocabulary.js';
 
 /**
- * The records of the collections whose features keep them out of db.json's zod schema (it checks
- * only the core ones): their shapes live here, beside the repositories that store them, so that
- * a second backend needs nothing from the features.
+ * The records of the collections that db.json's check takes as any object (it looks only into the
+ * core ones, in schema.ts, whose header says where each kind of record type lives): their shapes
+ * live here, in the store, so that a backend needs nothing from the features.
  */
 
 export interface OAuthClientRecord {

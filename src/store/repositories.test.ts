@@ -1,7 +1,7 @@
 /**
  * The repositories' contract, held against every implementation: the journaled store on disk, the
- * same store in memory, the plain in-memory backend the service unit tests use, and the team
- * server's PostgreSQL backend (on a real server the test starts, when its binaries are there).
+ * same store in memory (what the service unit tests run on), and the team server's PostgreSQL
+ * backend (on a real server the test starts, when its binaries are there).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,13 +10,12 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { postgresBinDir, startPostgres, type TestPostgres } from '../../test/helpers/postgres.js';
 import { needs } from '../../test/helpers/requirements.js';
-import { memoryRepositories } from './memory-repositories.js';
 import { migrate } from './postgres/migrations.js';
 import { postgresRepositories } from './postgres/repositories.js';
 import { poolConfig } from './postgres/connect.js';
 import type { Repositories } from './repositories.js';
 import type { AccessRequestRecord, ApiKeyRecord, UserRecord } from './schema.js';
-import { storeRepositories } from './store-repositories.js';
+import { inMemoryRepositories, storeRepositories } from './store-repositories.js';
 import { Store } from './store.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -53,8 +52,7 @@ const implementations: [string, () => Promise<Repositories>][] = [
       return storeRepositories(await Store.open(dir));
     },
   ],
-  ['the journaled store in memory', async () => storeRepositories(Store.memory())],
-  ['the plain in-memory backend', () => memoryRepositories()],
+  ['the journaled store in memory', () => inMemoryRepositories()],
 ];
 if (needs(postgresBinDir() !== null, 'repositories: PostgreSQL', "PostgreSQL's server (initdb, pg_ctl)")) implementations.push(['PostgreSQL', postgresBackend]);
 

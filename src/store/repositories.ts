@@ -4,15 +4,21 @@ import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, Sess
 /**
  * The seam between svc's features and where their data lives. Every feature reaches
  * its records through its own repository below, and nothing outside src/store sees how they are
- * stored. Three implementations exist: `storeRepositories` (store-repositories.ts) over the
- * journaled store, `memoryRepositories` (memory-repositories.ts), plain maps with nothing of the
- * store, which the service unit tests run against, and `postgresRepositories`
- * (postgres/repositories.ts), a team server's, shared by several processes; the features did not
- * change for it. repositories.test.ts holds all of them to the same contract.
+ * stored. Three implementations, two of them the same code: `storeRepositories`
+ * (store-repositories.ts) over the journaled store on its files, the daemon's;
+ * `inMemoryRepositories` (same file), that store opened with no files (every write durable at
+ * once), which the service unit tests run on; and `postgresRepositories` (postgres/repositories.ts),
+ * a team server's, shared by several processes; the features did not change for it.
+ * repositories.test.ts holds all three to the same contract.
  *
  * Every method is async, so a backend may be remote. Called on the `Repositories` object, each
  * call is its own atomic change; `transaction` groups several. Reads outside a transaction see
  * durable data only: a change shows once it is acknowledged, never before.
+ *
+ * Records are values. A record handed out must never be changed in place: PostgreSQL hands out
+ * frozen copies, the file store its own stored objects, frozen only under tests (freezing every
+ * record costs the daemon time). A record given to `put` becomes the stored value on the file
+ * store (frozen there under tests), so the caller does not change it afterwards either.
  */
 
 /** Records under a key, with the conditional write every feature needs. */
@@ -29,7 +35,9 @@ export interface RecordRepository<T> {
    * The conditional write: `change` edits a copy of the current record and may throw to refuse
    * (then nothing is written). The check and the write are one atomic step, so of two concurrent
    * decisions on a draft exactly one sees `draft`. Answers the stored record; undefined (and
-   * `change` not called) when there is none.
+   * `change` not called) when there is none. A `change` that changes nothing writes nothing (and
+   * tells no listener). On PostgreSQL it runs in a transaction that may be run again after a
+   * conflict, so `change` may be called more than once, each time on a fresh copy: it only edits.
    */
   update(key: string, change: (record: T) => void): Promise<T | undefined>;
   /**
@@ -74,9 +82,10 @@ export function draftCapFromCounts(mine: number, all: number, caps: DraftCaps): 
 
 export interface AccessRequestRepository extends RecordRepository<AccessRequestRecord> {
   /**
-   * Stores a new draft unless the undecided drafts (status draft, not expired at `now`, the
-   * changes still being written included) already reach a cap: for its app_client_id, or in all.
-   * Counting and storing are one atomic step.
+   * Stores a new draft unless the undecided drafts (status draft, not expired at `now`, this
+   * transaction's own included, and on the file store those of earlier changes still being
+   * written) already reach a cap: for its app_client_id, or in all. Counting and storing are one
+   * atomic step, so two concurrent inserts never both take the last place.
    */
   insertDraft(record: AccessRequestRecord, caps: DraftCaps, now: number): Promise<DraftInsert>;
   /** Approved requests that `clientId` made (and `userId` approved, when given). */
@@ -84,7 +93,11 @@ export interface AccessRequestRepository extends RecordRepository<AccessRequestR
 }
 
 export interface ApiKeyRepository extends RecordRepository<ApiKeyRecord> {
-  /** The key with this sha256 hash: one lookup, whatever the number of keys. */
+  /**
+   * The key with this sha256 hash: one lookup, whatever the number of keys. The file store answers
+   * from an index of durable keys, so inside a transaction it does not see keys that transaction
+   * wrote (PostgreSQL does); nothing looks keys up in a transaction.
+   */
   findByHash(keyHash: string): Promise<ApiKeyRecord | undefined>;
 }
 
@@ -181,10 +194,16 @@ export interface Repositories extends RepositorySet {
   grantUsage?: GrantUsageRepository;
   /**
    * Runs `fn` as one atomic change across repositories: every write in it becomes durable
-   * together or not at all, and its reads see its own writes and every earlier change. `fn` uses
-   * only the repositories it is given and awaits nothing else (no network, no timers), because
-   * other changes wait for it, and a backend may run it again after a conflict. Throwing in
-   * `fn` keeps nothing of it.
+   * together or not at all, and its reads see its own writes and every change acknowledged before
+   * it. Throwing in `fn` keeps nothing of it. `fn` uses only the repositories it is given and
+   * awaits nothing else (no network, no timers), and has no effect outside them, because:
+   * - the file store (on disk or in memory) runs transactions one at a time, so every other write
+   *   waits while `fn` runs; it runs `fn` exactly once, never again;
+   * - PostgreSQL runs it SERIALIZABLE beside other transactions (on this and other replicas), and
+   *   after a conflict rolls it back and runs `fn` again from the start, for up to about 2 s.
+   * Never start a transaction inside `fn`: under tests both backends refuse it at once; in the
+   * daemon the file store refuses it after waiting 10 s for its turn (it would wait for itself),
+   * and PostgreSQL would run it as a separate transaction, outside `fn`'s atomic change.
    */
   transaction<R>(fn: (repos: RepositorySet) => Promise<R>): Promise<R>;
 }

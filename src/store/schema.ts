@@ -1,9 +1,18 @@
-import { z } from 'zod';
-
+/*
+ * The store's record types are in three files, by what each is for:
+ * - vocabulary.ts: the fixed words (roles, statuses), values that the CLI and the features import
+ *   on their own, without any record type or check;
+ * - schema.ts (here): the core records (users, sessions, MCP instances, access requests, API
+ *   keys, meta), the ones the one loose check of db.json below looks into, and that check;
+ * - records.ts: the records of the other collections (OAuth clients and state, providers,
+ *   aliases, downloads, tool lists), which the check takes as any object.
+ * tables.ts then says which collection holds which record, under which key. Records are plain
+ * JSON; secret fields hold sealed strings only.
+ */
 import { accessRequestStatuses } from './vocabulary.js';
 import type { AccessRequestStatus, AppRole, UserRole } from './vocabulary.js';
+import { COLLECTION_KEYS, isCollection } from './tables.js';
 
-/** The shape of db.json. Records are plain JSON; secret fields hold sealed strings only. */
 export { accessRequestStatuses, appRoles, userRoles } from './vocabulary.js';
 export type { AccessRequestStatus, AppRole, UserRole } from './vocabulary.js';
 
@@ -136,79 +145,42 @@ export interface DbMeta {
   unshown_password_user?: string | null;
 }
 
+/** db.json as a whole, the way a file read whole (not streamed) comes back. */
 export interface Db {
   meta: DbMeta | null;
   users: UserRecord[];
   sessions: SessionRecord[];
   mcp_instances: McpInstanceRecord[];
   access_requests: AccessRequestRecord[];
-  api_keys: ApiKeyRecord[];
-  /**
-   * The other features' collections, typed by the feature that owns them (through its own
-   * accessor); always present, so reading one never writes it into being.
-   */
-  oauth_clients: unknown[];
-  oauth_state: unknown[];
-  providers: unknown[];
-  model_aliases: unknown[];
-  model_pulls: unknown[];
-  mcp_tools: Record<string, unknown>;
+  /** absent from a file an older svc wrote, as are the ones below */
+  api_keys?: ApiKeyRecord[];
+  /** the other features' collections, typed in records.ts */
+  oauth_clients?: unknown[];
+  oauth_state?: unknown[];
+  providers?: unknown[];
+  model_aliases?: unknown[];
+  model_pulls?: unknown[];
+  mcp_tools?: Record<string, unknown>;
   /** unknown keys are preserved */
   [collection: string]: unknown;
 }
 
-export function emptyDb(): Db {
-  return {
-    meta: null,
-    users: [],
-    sessions: [],
-    mcp_instances: [],
-    access_requests: [],
-    api_keys: [],
-    oauth_clients: [],
-    oauth_state: [],
-    providers: [],
-    model_aliases: [],
-    model_pulls: [],
-    mcp_tools: {},
-  };
-}
-
-/** Loose structural check of a loaded file: enough to refuse a file that is not ours. */
-const dbFileSchema = z
-  .object({
-    meta: z.object({ schema: z.literal(1) }).passthrough().nullable(),
-    users: z.array(z.object({ id: z.string(), username: z.string() }).passthrough()),
-    sessions: z.array(z.object({ id_hash: z.string() }).passthrough()),
-    mcp_instances: z.array(z.object({ id: z.string() }).passthrough()),
-    access_requests: z.array(z.object({ id: z.string(), status: z.enum(accessRequestStatuses) }).passthrough()),
-    api_keys: z.array(z.object({ id: z.string(), key_hash: z.string() }).passthrough()).optional(),
-    oauth_clients: z.array(z.object({}).passthrough()).optional(),
-    oauth_state: z.array(z.object({}).passthrough()).optional(),
-    providers: z.array(z.object({}).passthrough()).optional(),
-    model_aliases: z.array(z.object({}).passthrough()).optional(),
-    model_pulls: z.array(z.object({}).passthrough()).optional(),
-    mcp_tools: z.record(z.string(), z.unknown()).optional(),
-  })
-  .passthrough();
-
-export function validateDb(value: unknown): { ok: true; data: Db } | { ok: false; reason: string } {
-  const parsed = dbFileSchema.safeParse(value);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return { ok: false, reason: `${issue.path.join('.') || '(root)'}: ${issue.message}` };
-  }
-  // The value itself, not zod's copy of it: a large store is not held twice.
-  return { ok: true, data: value as Db };
-}
-
 /**
- * The same loose checks, one record at a time, for the snapshot reader that streams db.json
- * record by record (so a large store never sits in memory twice). Answers what is wrong, or null.
+ * The one check of db.json, loose on purpose: enough to refuse a file that is not ours, never a
+ * second schema of every field. The snapshot reader applies it a part at a time as it streams the
+ * file (`metaProblem` on the header, `recordProblem` on each record, `requiredCollections` at the
+ * end), so a large store never sits in memory twice; `validateDb` applies the same parts to a file
+ * read whole. Each answers what is wrong, or null.
  */
+export function metaProblem(meta: unknown): string | null {
+  if (meta === null) return null;
+  return isPlainObject(meta) && meta.schema === 1 ? null : 'not a meta record';
+}
+
+/** What is wrong with one record of `collection`, or null. */
 export function recordProblem(collection: string, record: unknown): string | null {
-  if (!record || typeof record !== 'object' || Array.isArray(record)) return 'expected object';
-  const r = record as Record<string, unknown>;
+  if (!isPlainObject(record)) return 'expected object';
+  const r = record;
   const str = (k: string) => (typeof r[k] === 'string' ? null : `${k}: expected string`);
   switch (collection) {
     case 'users':
@@ -225,6 +197,34 @@ export function recordProblem(collection: string, record: unknown): string | nul
       return null;
   }
 }
+
+/** The same checks on a whole document; the value itself is kept (a large store is not held twice). */
+export function validateDb(value: unknown): { ok: true; data: Db } | { ok: false; reason: string } {
+  const reason = dbProblem(value);
+  return reason === null ? { ok: true, data: value as Db } : { ok: false, reason };
+}
+
+function dbProblem(value: unknown): string | null {
+  if (!isPlainObject(value)) return '(root): expected object';
+  const meta = metaProblem(value.meta);
+  if (meta) return `meta: ${meta}`;
+  for (const name of requiredCollections) if (value[name] === undefined) return `${name}: missing`;
+  for (const [name, records] of Object.entries(value)) {
+    if (!isCollection(name)) continue;
+    if (COLLECTION_KEYS[name] === null) {
+      if (!isPlainObject(records)) return `${name}: expected object`;
+      continue;
+    }
+    if (!Array.isArray(records)) return `${name}: expected array`;
+    for (let i = 0; i < records.length; i++) {
+      const problem = recordProblem(name, records[i]);
+      if (problem) return `${name}.${i}: ${problem}`;
+    }
+  }
+  return null;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The collections every snapshot has. */
 export const requiredCollections = ['users', 'sessions', 'mcp_instances', 'access_requests'] as const;

@@ -1,10 +1,9 @@
 import { createHash, type Hash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { CorruptStoreError, nodeFs, readJsonFileOrRefuse, snapshotBackup, type StoreFs } from './durable-file.js';
-import { recordProblem, requiredCollections, validateDb } from './schema.js';
+import { collectEvery, stringInterner } from './memory.js';
+import { metaProblem, recordProblem, requiredCollections, validateDb } from './schema.js';
 import { type CollectionName, COLLECTION_KEYS, isCollection } from './tables.js';
 
 /** the snapshot's own field: the last journal entry it holds */
@@ -167,6 +166,7 @@ async function readLineByLine(file: string, fs: StoreFs): Promise<StoreContents 
 /** Takes db.json a line at a time, as writeSnapshot writes it, checking each line and the checksum. */
 class SnapshotLines {
   private readonly intern = stringInterner();
+  private readonly collect = collectEvery();
   private readonly contents: StoreContents = { seq: 0, collections: new Map(), docs: new Map() };
   private readonly hash: Hash = createHash('sha256');
   private collection: { name: CollectionName | string; asObject: boolean; records: Map<string, unknown> } | null = null;
@@ -209,8 +209,8 @@ class SnapshotLines {
       if (name === SEQ_FIELD) this.contents.seq = typeof value === 'number' ? value : 0;
       else this.contents.docs.set(name, value);
     }
-    const meta = this.contents.docs.get('meta') as { schema?: unknown } | null | undefined;
-    if (meta === undefined || (meta !== null && (typeof meta !== 'object' || meta.schema !== 1))) throw await this.refuse('unexpected content: meta: not a meta record');
+    const problem = metaProblem(this.contents.docs.get('meta'));
+    if (problem) throw await this.refuse(`unexpected content: meta: ${problem}`);
   }
 
   private async checksum(line: string): Promise<void> {
@@ -260,9 +260,8 @@ class SnapshotLines {
     if (problem) throw await this.refuse(`unexpected content: ${collection.name}.${collection.records.size}: ${problem}`);
     const keyOf = isCollection(collection.name) ? (COLLECTION_KEYS[collection.name] as ((r: unknown) => string) | null) : null;
     collection.records.set(keyOf ? keyOf(parsed) : String(collection.records.size), this.intern(parsed, ''));
-    // A large store's load leaves its garbage (lines, parse temporaries) behind each record kept;
-    // collected as it goes, it never becomes the daemon's high-water mark for the rest of its life.
-    if (collection.records.size % 10_000 === 0) collectGarbage();
+    // a large store's load collects its garbage as it goes (memory.ts)
+    this.collect(collection.records.size);
   }
 
   async finish(): Promise<StoreContents> {
@@ -272,58 +271,8 @@ class SnapshotLines {
   }
 }
 
-let gcFn: (() => void) | null | undefined;
-/** A full garbage collection, where V8 lets us ask for one (it does once --expose-gc is set). */
-function collectGarbage(): void {
-  if (gcFn === undefined) {
-    try {
-      setFlagsFromString('--expose-gc');
-      gcFn = runInNewContext('gc') as () => void;
-    } catch {
-      gcFn = null;
-    }
-  }
-  gcFn?.();
-}
-
 export function recordsOf(name: CollectionName, value: unknown, intern: (v: unknown, key: string) => unknown): Map<string, unknown> {
   const key = COLLECTION_KEYS[name] as ((r: unknown) => string) | null;
   if (!key) return new Map(Object.entries((value ?? {}) as Record<string, unknown>));
   return new Map(((value ?? []) as unknown[]).map((r) => [key(r), intern(r, '')]));
-}
-
-/**
- * One copy of each repeated string value (client ids, URLs, roles, statuses) across the records
- * loaded: JSON.parse makes a new string for every occurrence, which for a large store is much of
- * its memory. Ids, timestamps, hashes and sealed values are unique and are left alone.
- */
-export function stringInterner(): (v: unknown, key: string) => unknown {
-  const table = new Map<string, string>();
-  const unique = (key: string) => key === 'id' || key.endsWith('_hash') || key === 'payload' || key === 'csrf' || key === 'value';
-  // Timestamps repeat within a record (updated_at is decided_at, revoked_at), rarely across records.
-  let times = new Map<string, string>();
-  const intern = (v: unknown, key: string): unknown => {
-    if (key === '') times = new Map();
-    if (typeof v === 'string') {
-      if (key.endsWith('_at')) {
-        const seen = times.get(v);
-        if (seen !== undefined) return seen;
-        times.set(v, v);
-        return v;
-      }
-      if (v.length > 512 || unique(key)) return v;
-      const seen = table.get(v);
-      if (seen !== undefined) return seen;
-      table.set(v, v);
-      return v;
-    }
-    if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) v[i] = intern(v[i], key);
-    } else if (v && typeof v === 'object') {
-      const o = v as Record<string, unknown>;
-      for (const k of Object.keys(o)) o[k] = intern(o[k], k);
-    }
-    return v;
-  };
-  return intern;
 }

@@ -234,3 +234,14 @@ export function storeRepositories(store: Store): Repositories {
     transaction: (fn) => store.update((tx) => fn(set(within(store, tx)))),
   };
 }
+
+/**
+ * The same repositories over the journaled store kept in memory (no file, every write durable at
+ * once): what the service unit tests run on, so that they exercise the daemon's own backend.
+ * `seed` may store records first, in one transaction (test fixtures).
+ */
+export async function inMemoryRepositories(seed?: (repos: RepositorySet) => Promise<void>): Promise<Repositories> {
+  const repos = storeRepositories(Store.memory());
+  if (seed) await repos.transaction(seed);
+  return repos;
+}

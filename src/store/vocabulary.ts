@@ -1,6 +1,7 @@
 /**
- * The store's fixed vocabularies, apart from its zod schema so that the CLI (which only needs the
- * words) starts without loading zod.
+ * The store's fixed vocabularies: values the CLI and the features import without the record
+ * types or the check of db.json (schema.ts, which re-exports them; the file header there says
+ * where each kind of record type lives).
  */
 export const userRoles = ['user', 'power_user', 'manager', 'admin'] as const;
 export type UserRole = (typeof userRoles)[number];

@@ -1,5 +1,6 @@
+import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { reduceMemoryWhenIdle } from './idle-memory.js';
+import { collectEvery, reduceMemoryWhenIdle, v8Collector } from './memory.js';
 
 describe('reduceMemoryWhenIdle', () => {
   afterEach(() => {
@@ -34,5 +35,28 @@ describe('reduceMemoryWhenIdle', () => {
     const stop = reduceMemoryWhenIdle({ idleMs: 60_000, served: () => 0 });
     stop();
     expect((globalThis as { gc?: unknown }).gc).toBeUndefined();
+  });
+});
+
+describe('v8Collector', () => {
+  it('reaches the collector once, and leaves the flag off: no later context gets a gc', () => {
+    const collect = v8Collector();
+    expect(typeof collect).toBe('function');
+    expect(v8Collector()).toBe(collect);
+    collect!({ type: 'minor' });
+    expect(runInNewContext('typeof gc')).toBe('undefined');
+    expect((globalThis as { gc?: unknown }).gc).toBeUndefined();
+  });
+});
+
+describe('collectEvery', () => {
+  it('collects fully once per so many records kept, and reaches the collector only then', () => {
+    const collect = vi.fn();
+    const reach = vi.fn(() => collect);
+    const kept = collectEvery(3, reach);
+    for (let n = 1; n <= 7; n++) kept(n);
+    expect(reach).toHaveBeenCalledTimes(2);
+    expect(collect).toHaveBeenCalledTimes(2);
+    expect(collect).toHaveBeenCalledWith();
   });
 });
