@@ -45,7 +45,7 @@ import { type AuthorizationServer, lazyAuthorizationServer, OAUTH_PREFIX } from 
 import { oauthClientRoutes } from './oauth/routes.js';
 import { buildOpenApi } from './openapi/document.js';
 import { swaggerUi } from './openapi/swagger.js';
-import { ActivityLog } from './activity/log.js';
+import type { ActivityStore } from './activity/store.js';
 import { enforceGrantLimits } from './activity/limits.js';
 import { recordActivity } from './activity/recorder.js';
 import { activityRoutes } from './activity/routes.js';
@@ -81,7 +81,7 @@ export interface App {
 }
 
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
-export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
+export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number; activity: ActivityStore }): Promise<App> {
   const koa = new Koa<AppState>({ proxy: false });
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
@@ -94,7 +94,7 @@ export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; po
     const c = await clients.find(clientId);
     return c ? { name: appDisplayName(c.name), description: c.description ?? undefined, redirect_uris: c.redirect_uris, kind: c.kind ?? 'registered' } : undefined;
   };
-  const activity = await ActivityLog.open(deps.config.dataDir, { retentionDays: deps.config.activityRetentionDays, maxEvents: deps.config.activityMaxEvents }, deps.clock, deps.logger);
+  const { activity } = opts;
   const requests = new AccessRequestsService(
     deps.repos,
     deps.clock,

@@ -138,7 +138,7 @@ export function accessRequestRoutes(deps: AppDeps, service: AccessRequestsServic
               expires_at: r.expires_at,
               decided_at: r.decided_at,
               ...(r.replaced_by ? { replaced_by: r.replaced_by } : {}),
-              ...service.figuresOf(r),
+              ...(await service.figuresOf(r)),
               user: await usernameOf(r.user_id),
             };
           })),
