@@ -5,9 +5,14 @@
  * their counts with them.
  */
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresActivity } from '../src/activity/postgres.js';
 import type { ActivityEvent } from '../src/activity/schemas.js';
 import { Secret, type Config } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { StoreUnavailableError } from '../src/store/durable-file.js';
+import { openTeamStore } from '../src/store/postgres/connect.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
@@ -142,5 +147,52 @@ describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () =
       expect(review.body.usage).toMatchObject({ calls: 3, refused: 0, last_used_at: all[0].time, today: { calls: 3 } });
     }
     expect(await team.replicas[0].activity.dropOld()).toBe(0);
+  }, 60_000);
+
+  it('events the database cannot take wait and are written once it answers again; the failure is only logged', async () => {
+    const store = await openTeamStore(await pg.createDatabase());
+    running.push({ stop: () => store.close() });
+    const logs: string[] = [];
+    const logger = createLogger('debug', new Writable({ write: (chunk, _enc, cb) => cb(void logs.push(String(chunk))) }));
+    const clock = testClock();
+    const activity = new PostgresActivity(store.pool, { retentionDays: 30, maxEvents: 1000 }, clock, logger);
+    running.push({ stop: () => activity.close() });
+    const event = (tokens: number): Omit<ActivityEvent, 'id'> => ({
+      time: new Date(clock()).toISOString(),
+      access_request_id: 'grant-1',
+      app_client_id: 'app-1',
+      user: 'alice',
+      kind: 'chat',
+      endpoint: '/v1/chat/completions',
+      status: 200,
+      outcome: 'ok',
+      duration_ms: 1,
+      tokens_in: tokens,
+      tokens_out: 1,
+    });
+    activity.record(event(1));
+    await activity.flush();
+    expect(await activity.list({ limit: 10 })).toHaveLength(1);
+    await pg.stopServer();
+    try {
+      activity.record(event(2));
+      activity.record(event(3));
+      // the write fails, and says so in the log; nothing is thrown at the caller
+      await activity.flush();
+      expect(logs.join('')).toMatch(/could not write events to the database/);
+      expect(logs.join('')).not.toContain(pg.password);
+      await expect(activity.list({ limit: 10 })).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      await pg.startServer();
+    }
+    const events = await eventually('the waiting events written once the database answers', async () => {
+      const listed = await activity.list({ limit: 10 }).catch(() => []);
+      return listed.length === 3 ? listed : undefined;
+    });
+    expect(events.map((e) => e.tokens_in)).toEqual([3, 2, 1]);
+    expect(await activity.usageOf('grant-1')).toEqual({ calls: 3, refused: 0, tokens_in: 6, tokens_out: 3, last_used_at: events[0].time, today: { calls: 3, tokens: 9 } });
+    // a day later, today's counts start again; the totals stay
+    clock.advance(DAY_MS);
+    expect(await activity.usageOf('grant-1')).toMatchObject({ calls: 3, today: { calls: 0, tokens: 0 } });
   }, 60_000);
 });
