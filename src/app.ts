@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { accessRequestRoutes } from './access-requests/routes.js';
 import type { AccessRequestsService } from './access-requests/service.js';
 import { activityRoutes } from './activity/routes.js';
+import type { ActivityStore } from './activity/store.js';
 import { bearerChain, createTokenAuth } from './app/token-auth.js';
 import { commonMiddleware, controlPlaneApp, dataPlaneApp, dispatchByPlane, logResponseErrors, routersByPlane } from './app/planes.js';
 import { startRetention } from './app/retention.js';
@@ -62,8 +63,8 @@ export interface App {
 }
 
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
-export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number }): Promise<App> {
-  const services = await createServices(deps);
+export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number; activity: ActivityStore }): Promise<App> {
+  const services = await createServices(deps, opts.activity);
   const auth = await createTokenAuth(deps, services, opts.sessionKeys);
   const bearer = bearerChain(deps, auth, services);
   const openStreams = new OpenStreams(deps.config.maxStreams);

@@ -3,6 +3,8 @@ import { chmod, mkdir, unlink } from 'node:fs/promises';
 import http from 'node:http';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
+import { ActivityLog } from './activity/log.js';
+import type { ActivityBounds, ActivityStore } from './activity/store.js';
 import { type App, createApp } from './app.js';
 import { generatePassword } from './auth/password.js';
 import { saveCliSession } from './store/cli-session.js';
@@ -68,6 +70,8 @@ export interface Daemon {
   store: Store;
   /** where the state lives: the data dir's file store, or a team's PostgreSQL */
   storeKind: 'file' | 'postgres';
+  /** what apps did: the data dir's activity log, or on a team server the team's, in its PostgreSQL */
+  activity: ActivityStore;
   app: App;
   deps: AppDeps;
   keyBackend: KeyBackend;
@@ -107,6 +111,8 @@ interface Backend {
    * database make one admin, not one each. Nothing to hold on a data dir's own store.
    */
   holdSetup: (stillWanted: () => void) => Promise<() => Promise<void>>;
+  /** where the activity goes: beside the state, so a team's replicas share it as they share the rest */
+  openActivity: (bounds: ActivityBounds, clock: Clock, logger: Logger) => Promise<ActivityStore>;
   close: () => Promise<void>;
 }
 
@@ -121,7 +127,15 @@ async function openFileBackend(dataDir: string, logger: Logger, onFatal: (err: E
       onFatal(err);
     },
   });
-  return { kind: 'file', repos: storeRepositories(store), store, lastWriteError: () => store.lastWriteError, holdSetup: async () => async () => undefined, close: () => store.close() };
+  return {
+    kind: 'file',
+    repos: storeRepositories(store),
+    store,
+    lastWriteError: () => store.lastWriteError,
+    holdSetup: async () => async () => undefined,
+    openActivity: (bounds, clock, logger) => ActivityLog.open(dataDir, bounds, clock, logger),
+    close: () => store.close(),
+  };
 }
 
 /** The team store; `pg` is loaded only here, so a file store's daemon never carries it. */
@@ -139,7 +153,16 @@ async function openTeamBackend(database: Secret, logger: Logger): Promise<Backen
     throw new DatabaseUnavailableError(where, (err as Error)?.message ?? String(err));
   }
   logger.info({ database: where }, 'state is kept in PostgreSQL');
-  return { kind: 'postgres', repos: team.repos, store: null, lastWriteError: () => null, holdSetup: (stillWanted) => team.holdFirstStart(stillWanted), close: () => team.close() };
+  const { PostgresActivity } = await import('./activity/postgres.js');
+  return {
+    kind: 'postgres',
+    repos: team.repos,
+    store: null,
+    lastWriteError: () => null,
+    holdSetup: (stillWanted) => team.holdFirstStart(stillWanted),
+    openActivity: async (bounds, clock, log) => new PostgresActivity(team.pool, bounds, clock, log),
+    close: () => team.close(),
+  };
 }
 
 /**
@@ -417,7 +440,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     checkpoint();
 
     const deps: AppDeps = { config, repos, box, clock, logger, baseUrl: () => baseUrl, instanceId, localLoginProof: cliBox.derive(LOCAL_LOGIN_LABEL) };
-    const wired = await createApp(deps, { sessionKeys, port });
+    const activity = await backend.openActivity({ retentionDays: config.activityRetentionDays, maxEvents: config.activityMaxEvents }, clock, logger);
+    // written out before the store closes (the app's own close does it first; a second close does nothing)
+    cleanups.push(() => activity.close());
+    const wired = await createApp(deps, { sessionKeys, port, activity });
     app = wired;
     cleanups.push(() => wired.close());
     checkpoint();
@@ -445,6 +471,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         return backend.store;
       },
       storeKind: backend.kind,
+      activity,
       app: wired,
       deps,
       keyBackend: master.backend,

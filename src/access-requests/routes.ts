@@ -126,7 +126,7 @@ async function listedRequest(deps: AppDeps, service: AccessRequestsService, r: A
     expires_at: r.expires_at,
     decided_at: r.decided_at,
     ...(r.replaced_by ? { replaced_by: r.replaced_by } : {}),
-    ...service.figuresOf(r),
+    ...(await service.figuresOf(r)),
     user: r.user_id ? ((await deps.repos.users.get(r.user_id))?.username ?? null) : null,
   };
 }

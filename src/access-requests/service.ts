@@ -65,13 +65,18 @@ export class AccessRequestsService {
     private readonly logger: Logger,
     private readonly appInfo: AppInfoLookup = async () => undefined,
     private readonly limits: { draftsPerClient: number; drafts: number } = { draftsPerClient: 20, drafts: 1000 },
-    private readonly usage: (grantId: string) => GrantUsage = () => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, today: { calls: 0, tokens: 0 } }),
+    private readonly usage: (grantId: string) => Promise<GrantUsage> = async () => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, today: { calls: 0, tokens: 0 } }),
   ) {}
 
   /** A grant's usage and limits, for the surfaces that show a decided request; nothing for one never approved. */
-  figuresOf(record: AccessRequestRecord): { usage?: GrantUsage; limits?: ReturnType<typeof normalLimits> } {
+  async figuresOf(record: AccessRequestRecord): Promise<{ usage?: GrantUsage; limits?: ReturnType<typeof normalLimits> }> {
     if (record.status !== 'approved' && record.status !== 'revoked') return {};
-    return { usage: this.usage(record.id), limits: normalLimits(record.limits ?? undefined) };
+    return { usage: await this.usage(record.id), limits: this.limitsOf(record) };
+  }
+
+  /** The limits in force on a grant (none set: both null). */
+  limitsOf(record: AccessRequestRecord): ReturnType<typeof normalLimits> {
+    return normalLimits(record.limits ?? undefined);
   }
 
   private nowIso(): string {

@@ -95,7 +95,7 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
     ...(record.authorize ? { redirect_origin: originOf(record.authorize.redirect_uri) } : {}),
     ...(record.authorize?.suggested_instance_ids.length ? { sign_in_instance_ids: record.authorize.suggested_instance_ids } : {}),
     ...(record.replaced_by ? { replaced_by: record.replaced_by } : {}),
-    ...service.figuresOf(record),
+    ...(await service.figuresOf(record)),
     ...(record.decided_at ? { decided_at: record.decided_at } : {}),
     ...(record.revoked_at ? { revoked_at: record.revoked_at } : {}),
     mcp_servers: record.requested.mcp_servers.map(({ url }) => {

@@ -2,7 +2,7 @@ import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
 import type { AppState } from '../http/context.js';
 import type { GrantUsageRepository } from '../store/repositories.js';
-import { type ActivityLog, localDay } from './log.js';
+import { type ActivityStore, localDay } from './store.js';
 
 const MINUTE_MS = 60_000;
 
@@ -23,7 +23,7 @@ interface UsageCounter {
 }
 
 /** One process's counts: minute windows in memory, tokens from its activity log. */
-function localCounter(log: ActivityLog): UsageCounter {
+function localCounter(log: ActivityStore): UsageCounter {
   const windows = new Map<string, { start: number; calls: number }>();
   return {
     async takeCall(grantId, now, max) {
@@ -38,7 +38,7 @@ function localCounter(log: ActivityLog): UsageCounter {
       return { allowed: true, windowStart: w.start };
     },
     async tokensToday(grantId, now) {
-      const totals = log.totalsFor(grantId);
+      const totals = await log.grantTotals(grantId);
       return totals.day === localDay(now) ? totals.today_tokens : 0;
     },
     addTokens: () => undefined, // the activity log counts them as it records the call
@@ -64,7 +64,7 @@ function sharedCounter(usage: GrantUsageRepository, onError: (err: Error) => voi
  * and the next one is refused. On one svc the counts live in this process; on a team server
  * (`usage` given) in the shared store, where every replica counts into the same window and day.
  */
-export function enforceGrantLimits(log: ActivityLog, clock: () => number, usage?: GrantUsageRepository, onError: (err: Error) => void = () => undefined): Middleware<AppState> {
+export function enforceGrantLimits(log: ActivityStore, clock: () => number, usage?: GrantUsageRepository, onError: (err: Error) => void = () => undefined): Middleware<AppState> {
   const counter = usage ? sharedCounter(usage, onError) : localCounter(log);
   return async function checkGrantLimits(ctx, next) {
     const grant = ctx.state.grant;

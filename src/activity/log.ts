@@ -4,6 +4,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Logger } from '../log.js';
 import type { ActivityEvent, GrantUsage } from './schemas.js';
+import { type ActivityBounds, type ActivityQuery, type ActivityStore, emptyTotals, type GrantTotals, localDay, usageFromTotals } from './store.js';
 
 /**
  * What apps did with their grants, kept in `activity.jsonl` in the data dir: one JSON line per
@@ -26,42 +27,7 @@ const FLUSH_EVENTS = 500;
 /** The longest line read back; every field of an event is bounded, so a line is far shorter. */
 const MAX_LINE = 16 * 1024;
 
-export interface ActivityBounds {
-  /** events older than this many days go; 0 keeps them */
-  retentionDays: number;
-  /** at most this many are kept; the oldest go first */
-  maxEvents: number;
-}
-
-export interface GrantTotals {
-  calls: number;
-  refused: number;
-  tokens_in: number;
-  tokens_out: number;
-  last_used_at: string | null;
-  /** the daemon's local calendar day the `today` counts are for (YYYY-MM-DD) */
-  day: string;
-  today_calls: number;
-  today_tokens: number;
-}
-
-export interface ActivityQuery {
-  /** only these grants (access request ids); undefined: every grant */
-  grants?: Set<string>;
-  /** only events at or after this time (ms) */
-  since?: number;
-  /** only events after this id */
-  after?: number;
-  limit: number;
-}
-
-/** The daemon's local calendar day of a time, as the per-day limits count it. */
-export function localDay(ms: number): string {
-  const d = new Date(ms);
-  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
-}
-
-const emptyTotals = (day: string): GrantTotals => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, day, today_calls: 0, today_tokens: 0 });
+export { type ActivityBounds, type ActivityQuery, type GrantTotals, localDay } from './store.js';
 
 /**
  * Appends with a handle opened for that write only: a file held open for writing keeps a read-only
@@ -77,7 +43,7 @@ async function appendDurably(file: string, buf: Buffer): Promise<void> {
   }
 }
 
-export class ActivityLog {
+export class ActivityLog implements ActivityStore {
   /** the id of the first event still indexed */
   private base = 1;
   /** byte offset and time (ms) of each indexed event, by id - base */
@@ -202,10 +168,13 @@ export class ActivityLog {
     return t.day === today ? { ...t } : { ...t, day: today, today_calls: 0, today_tokens: 0 };
   }
 
+  async grantTotals(grantId: string): Promise<GrantTotals> {
+    return this.totalsFor(grantId);
+  }
+
   /** A grant's usage as the API shows it. */
-  usageOf(grantId: string): GrantUsage {
-    const t = this.totalsFor(grantId);
-    return { calls: t.calls, refused: t.refused, tokens_in: t.tokens_in, tokens_out: t.tokens_out, last_used_at: t.last_used_at, today: { calls: t.today_calls, tokens: t.today_tokens } };
+  async usageOf(grantId: string): Promise<GrantUsage> {
+    return usageFromTotals(this.totalsFor(grantId));
   }
 
   /** Writes what is buffered: one append and one fdatasync. */

@@ -2,7 +2,7 @@ import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
 import type { ActivityNote, AppContext, AppState, AttemptedGrant } from '../http/context.js';
 import type { Repositories } from '../store/repositories.js';
-import type { ActivityLog } from './log.js';
+import type { ActivityStore } from './store.js';
 import type { ActivityEvent } from './schemas.js';
 
 /** Error codes that mean the upstream failed (or the app left), not that svc refused. */
@@ -37,7 +37,7 @@ const bounded = (s: string | undefined) => (s === undefined ? undefined : s.slic
  * svc refused included (a revoked grant, a role too low, a limit). It runs outside the Bearer
  * check, so it sees those refusals; the event is written off the request path.
  */
-export function recordActivity(log: ActivityLog, repos: Repositories, clock: () => number): Middleware<AppState> {
+export function recordActivity(log: ActivityStore, repos: Repositories, clock: () => number): Middleware<AppState> {
   return async function recordCall(ctx, next) {
     const kind = activityKind(ctx.path);
     if (!kind) return next();
@@ -75,7 +75,7 @@ export function recordActivity(log: ActivityLog, repos: Repositories, clock: () 
 
 /** A refused credential's grant, read off the request path: its app and approver. */
 async function recordRefusal(
-  log: ActivityLog,
+  log: ActivityStore,
   repos: Repositories,
   attempt: AttemptedGrant | Promise<AttemptedGrant | undefined>,
   base: Omit<ActivityEvent, 'id' | 'access_request_id' | 'app_client_id' | 'user'>,

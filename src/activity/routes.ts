@@ -5,7 +5,7 @@ import { invalidBody, notFound } from '../errors.js';
 import type { AppDeps } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { UserRecord } from '../store/schema.js';
-import type { ActivityLog } from './log.js';
+import type { ActivityStore } from './store.js';
 import { activityList, activityQuery, grantLimits, parseSince } from './schemas.js';
 
 const idParam = z.object({ id: z.string().min(1).max(100) });
@@ -34,7 +34,7 @@ async function visibleGrants(deps: AppDeps, user: UserRecord, named?: string): P
   return new Set([found[0].id]);
 }
 
-export function activityRoutes(deps: AppDeps, log: ActivityLog, requests: AccessRequestsService): AnyRouteDef[] {
+export function activityRoutes(deps: AppDeps, log: ActivityStore, requests: AccessRequestsService): AnyRouteDef[] {
   return [
     defineRoute({
       method: 'get',
@@ -68,7 +68,7 @@ export function activityRoutes(deps: AppDeps, log: ActivityLog, requests: Access
       async handler(ctx, { params, body }) {
         const r = await requests.setLimits(ctx.state.user!, params.id, body);
         deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, limits: r.limits }, 'grant limits set');
-        return { id: r.id, limits: requests.figuresOf(r).limits! };
+        return { id: r.id, limits: requests.limitsOf(r) };
       },
     }),
   ];

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { appDisplayName } from '../access-requests/client-kinds.js';
 import { AccessRequestsService, type AppInfoLookup } from '../access-requests/service.js';
-import { ActivityLog } from '../activity/log.js';
+import type { ActivityStore } from '../activity/store.js';
 import { DEFAULT_LOGIN_LIMITS, LoginService } from '../auth/login.js';
 import { LoginLinks } from '../auth/login-links.js';
 import { UsersService } from '../auth/users.js';
@@ -27,7 +27,7 @@ export interface Services {
   clients: OAuthClientsService;
   /** what an app is, by its client id: an API key's app or a registered OAuth client */
   appInfo: AppInfoLookup;
-  activity: ActivityLog;
+  activity: ActivityStore;
   requests: AccessRequestsService;
   keys: ApiKeysService;
   mcpTools: McpToolsService;
@@ -39,7 +39,7 @@ export interface Services {
 }
 
 /** Builds the services on the store and tells the person on the desktop what waits for them. */
-export async function createServices(deps: AppDeps): Promise<Services> {
+export async function createServices(deps: AppDeps, activity: ActivityStore): Promise<Services> {
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
   const loginLinks = new LoginLinks(deps.clock);
@@ -51,7 +51,6 @@ export async function createServices(deps: AppDeps): Promise<Services> {
     const c = await clients.find(clientId);
     return c ? { name: appDisplayName(c.name), description: c.description ?? undefined, redirect_uris: c.redirect_uris, kind: c.kind ?? 'registered' } : undefined;
   };
-  const activity = await ActivityLog.open(deps.config.dataDir, { retentionDays: deps.config.activityRetentionDays, maxEvents: deps.config.activityMaxEvents }, deps.clock, deps.logger);
   const requests = new AccessRequestsService(
     deps.repos,
     deps.clock,

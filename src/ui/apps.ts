@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { Middleware } from 'koa';
-import type { ActivityLog } from '../activity/log.js';
+import type { ActivityStore } from '../activity/store.js';
 import type { ActivityEvent } from '../activity/schemas.js';
 import type { AccessRequestsService } from '../access-requests/service.js';
 import { APP_ROLE_NAMES } from '../auth/roles.js';
@@ -48,6 +48,7 @@ interface GrantView {
   name: string;
   instances: string[];
   recent: ActivityEvent[];
+  figures: Awaited<ReturnType<AccessRequestsService['figuresOf']>>;
 }
 
 /**
@@ -59,7 +60,7 @@ export function mountAppsUi(
   router: Router<AppState>,
   deps: AppDeps,
   requests: AccessRequestsService,
-  activity: ActivityLog,
+  activity: ActivityStore,
   ownedInstances: (user: UserRecord) => Promise<McpInstanceRecord[]>,
   sameOrigin: Middleware<AppState>,
 ): void {
@@ -72,6 +73,7 @@ export function mountAppsUi(
         name: (await requests.appInfoFor(record))?.name ?? record.authorize?.client_name ?? record.app_client_id,
         instances: (record.approved?.mcp_servers ?? []).flatMap((s) => s.instance_ids.map((id) => instances.get(id) ?? id.slice(0, 8))),
         recent: await activity.list({ grants: new Set([record.id]), limit: RECENT }),
+        figures: await requests.figuresOf(record),
       })),
     );
   }
@@ -82,7 +84,7 @@ export function mountAppsUi(
       ctx.redirect(`/ui/login?next=${encodeURIComponent(APPS_PATH)}`);
       return;
     }
-    renderApps(ctx, user, await grantsOf(user), csrfToken(ctx) ?? '', requests);
+    renderApps(ctx, user, await grantsOf(user), csrfToken(ctx) ?? '');
   });
 
   router.post(REVOKE_PATH, sameOrigin, async function revokeFromApps(ctx) {
@@ -102,7 +104,7 @@ export function mountAppsUi(
   });
 }
 
-function renderApps(ctx: AppContext, user: UserRecord, grants: GrantView[], csrf: string, requests: AccessRequestsService): void {
+function renderApps(ctx: AppContext, user: UserRecord, grants: GrantView[], csrf: string): void {
   const revoked = typeof ctx.query.revoked === 'string' ? ctx.query.revoked.slice(0, 8) : '';
   sendPage(
     ctx,
@@ -115,7 +117,7 @@ ${revoked ? html`<p role="status" id="revoked">Revoked grant <code>${revoked}</c
 ${grants.length === 0
   ? html`<p class="muted" id="no-grants">No app has access right now.</p>`
   : grants.map((g) => {
-      const { usage, limits } = requests.figuresOf(g.record);
+      const { usage, limits } = g.figures;
       return html`<section class="grant" id="grant-${g.record.id}">
 <h2>${g.name}</h2>
 <dl>

@@ -14,7 +14,7 @@ import { DatabaseUnavailableError, redactDatabaseUrl } from './url.js';
  */
 
 /** Every table svc keeps data in: none may hold a row. */
-const DATA_TABLES = [...Object.values(TABLES).map((t) => t.table), 'svc_values', 'login_failures', 'grant_usage'];
+const DATA_TABLES = [...Object.values(TABLES).map((t) => t.table), 'svc_values', 'login_failures', 'grant_usage', 'activity_events', 'activity_totals'];
 
 export interface CopyTarget {
   repos: Repositories;

@@ -63,13 +63,29 @@ CREATE INDEX login_failures_last ON login_failures (last);`,
       'CREATE TABLE grant_usage (grant_id text PRIMARY KEY, window_start bigint NOT NULL, window_calls integer NOT NULL, day text NOT NULL, day_tokens bigint NOT NULL);',
     ].join('\n'),
   },
+  {
+    version: 4,
+    name: 'activity shared by replicas',
+    sql: [
+      // one row per call: the event whole (jsonb, without its id), and the columns the filters and
+      // the totals read; `day` is the recording replica's local calendar day of `time`
+      `CREATE TABLE activity_events (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, time timestamptz NOT NULL, day text NOT NULL,
+  access_request_id text NOT NULL, app_client_id text NOT NULL, "user" text, kind text NOT NULL, outcome text NOT NULL,
+  tokens_in bigint, tokens_out bigint, event jsonb NOT NULL);`,
+      'CREATE INDEX activity_events_grant ON activity_events (access_request_id, id);',
+      'CREATE INDEX activity_events_time ON activity_events (time);',
+      // each grant's totals over the events kept: added to as events are written, taken from as they go
+      `CREATE TABLE activity_totals (access_request_id text PRIMARY KEY, calls bigint NOT NULL, refused bigint NOT NULL, tokens_in bigint NOT NULL,
+  tokens_out bigint NOT NULL, last_used_at timestamptz, day text NOT NULL, today_calls bigint NOT NULL, today_tokens bigint NOT NULL);`,
+    ].join('\n'),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
 /** The advisory lock keys svc takes (one namespace, so nothing else in the database collides by chance). */
 export const LOCK_NAMESPACE = 0x5356_4300; // "SVC\0"
-export const LOCKS = { migrate: 1, firstStart: 2 } as const;
+export const LOCKS = { migrate: 1, firstStart: 2, activity: 3 } as const;
 
 export class SchemaTooNewError extends Error {
   constructor(found: number) {

@@ -1,0 +1,198 @@
+/**
+ * The activity of a team server: real replicas on one real PostgreSQL behind a round-robin
+ * balancer. Calls served by either replica are listed by both, a grant's usage in its review data
+ * counts the calls of both, and retention (days and a number) removes events for the whole team,
+ * their counts with them.
+ */
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresActivity } from '../src/activity/postgres.js';
+import type { ActivityEvent } from '../src/activity/schemas.js';
+import { Secret, type Config } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { StoreUnavailableError } from '../src/store/durable-file.js';
+import { openTeamStore } from '../src/store/postgres/connect.js';
+import { type Balancer, startBalancer } from './helpers/balancer.js';
+import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
+import { Api } from './helpers/http.js';
+import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
+import { needs } from './helpers/requirements.js';
+import { startUpstream } from './helpers/upstream.js';
+
+const available = needs(postgresBinDir() !== null, 'team server activity (replicas on PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** Polls `check` until it answers something; fails naming `what` when `ms` runs out. */
+async function eventually<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () => {
+  let pg: TestPostgres;
+  const teamKey = randomBytes(32).toString('base64url');
+  const running: { stop(): Promise<void> }[] = [];
+
+  beforeAll(async () => {
+    pg = await startPostgres();
+  }, 40_000);
+  afterEach(async () => {
+    for (const r of running.splice(0).reverse()) await r.stop().catch(() => undefined);
+  }, 40_000);
+  afterAll(async () => {
+    await pg?.close();
+  }, 40_000);
+
+  /** Two replicas on a new database behind the balancer; the admin logged in through it, and an API key of theirs. */
+  async function startTeam(clock?: () => number, config: Partial<Config> = {}) {
+    const database = await pg.createDatabase();
+    const balancer: Balancer = await startBalancer();
+    running.push({ stop: () => balancer.close() });
+    const replicas: TestDaemon[] = await Promise.all(
+      [0, 1].map(async () => {
+        const d = await startTestDaemon({ clock, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, baseUrl: balancer.url, ...config } });
+        running.push(d);
+        return d;
+      }),
+    );
+    balancer.targets.push(...replicas.map((r) => r.url));
+    const password = replicas.map((r) => r.initialAdminPassword).find(Boolean) ?? '';
+    const admin = await new Api(balancer.url).login('admin', password);
+    const key = await admin.post('/svc/v1/keys', { name: 'team activity' });
+    expect(key.status, key.text).toBe(201);
+    return { balancer, replicas, password, grant: key.body.access_request_id as string, bearer: { Authorization: `Bearer ${key.body.key}` } };
+  }
+
+  /** The grant's events as one replica lists them (asked of it directly, not through the balancer). */
+  const listedBy = async (replica: TestDaemon, person: Api, grant: string, extra = '') => {
+    const res = await person.get(`/svc/v1/activity?grant=${grant}&limit=1000${extra}`);
+    expect(res.status, res.text).toBe(200);
+    expect(res.headers.get('x-svc-instance')).toBe(replica.deps.instanceId);
+    return res.body.data as ActivityEvent[];
+  };
+
+  it('calls served by both replicas are listed by either, and the grant\'s usage in its review data counts them all', async () => {
+    const upstream = await startUpstream();
+    running.push({ stop: () => upstream.close() });
+    const team = await startTeam();
+    const admin = await new Api(team.balancer.url).login('admin', team.password);
+    expect((await admin.post('/svc/v1/providers', { name: 'shared', base_url: upstream.url })).status).toBe(201);
+    const app = new Api(team.balancer.url);
+    const before = team.balancer.history.length;
+    for (let i = 0; i < 4; i++) expect((await app.get('/v1/models', team.bearer)).status).toBe(200);
+    for (let i = 0; i < 2; i++) {
+      const chat = await app.post('/v1/chat/completions', { model: 'fake-model', messages: [{ role: 'user', content: 'a' }] }, team.bearer);
+      expect(chat.status, chat.text).toBe(200);
+    }
+    // both replicas served the app's calls, three each
+    const servedBy = team.balancer.history.slice(before);
+    expect(new Set(servedBy).size).toBe(2);
+
+    for (const replica of team.replicas) {
+      const person = await new Api(replica.url).login('admin', team.password);
+      const events = await eventually(`replica ${replica.url} to list all 6 calls`, async () => {
+        const listed = await listedBy(replica, person, team.grant);
+        return listed.length === 6 ? listed : undefined;
+      });
+      // newest first, with ids every replica agrees on
+      const ids = events.map((e) => Number(e.id));
+      expect([...ids].sort((a, b) => b - a)).toEqual(ids);
+      expect(new Set(ids).size).toBe(6);
+      expect(events.filter((e) => e.kind === 'chat')).toHaveLength(2);
+      expect(events.filter((e) => e.kind === 'models')).toHaveLength(4);
+      expect(events.every((e) => e.access_request_id === team.grant && e.user === 'admin' && e.outcome === 'ok')).toBe(true);
+      // following: only what is newer than an id
+      expect((await listedBy(replica, person, team.grant, `&after=${ids[2]}`)).map((e) => e.id)).toEqual(events.slice(0, 2).map((e) => e.id));
+
+      const review = await person.get(`/svc/v1/access-requests/${team.grant}/review`);
+      expect(review.status, review.text).toBe(200);
+      const tokensIn = events.reduce((n, e) => n + (e.tokens_in ?? 0), 0);
+      const tokensOut = events.reduce((n, e) => n + (e.tokens_out ?? 0), 0);
+      expect(tokensIn + tokensOut).toBeGreaterThan(0);
+      expect(review.body.usage).toEqual({ calls: 6, refused: 0, tokens_in: tokensIn, tokens_out: tokensOut, last_used_at: events[0].time, today: { calls: 6, tokens: tokensIn + tokensOut } });
+    }
+  }, 60_000);
+
+  it('retention removes old events for the whole team, by age and by number, and the usage counts only what is kept', async () => {
+    // one clock for both replicas, standing still: the test moves it past the days kept
+    const clock = testClock();
+    const team = await startTeam(clock, { activityRetentionDays: 30, activityMaxEvents: 3 });
+    const app = new Api(team.balancer.url);
+    const person = await new Api(team.replicas[0].url).login('admin', team.password);
+    const calls = async (n: number) => {
+      for (let i = 0; i < n; i++) expect((await app.get('/v1/models', team.bearer)).status).toBe(200);
+    };
+    await calls(4);
+    await eventually('the 4 old calls written', async () => ((await listedBy(team.replicas[0], person, team.grant)).length === 4 ? true : undefined));
+    clock.advance(31 * DAY_MS);
+    await calls(4);
+    const later = await new Api(team.replicas[0].url).login('admin', team.password);
+    const all = await eventually('all 8 calls written', async () => {
+      const listed = await listedBy(team.replicas[0], later, team.grant);
+      return listed.length === 8 ? listed : undefined;
+    });
+
+    // what the hourly sweep runs, on one replica: the 4 past 30 days go, then the oldest beyond 3
+    expect(await team.replicas[1].activity.dropOld()).toBe(5);
+    for (const replica of team.replicas) {
+      const fresh = await new Api(replica.url).login('admin', team.password);
+      expect((await listedBy(replica, fresh, team.grant)).map((e) => e.id)).toEqual(all.slice(0, 3).map((e) => e.id));
+      const review = await fresh.get(`/svc/v1/access-requests/${team.grant}/review`);
+      expect(review.body.usage).toMatchObject({ calls: 3, refused: 0, last_used_at: all[0].time, today: { calls: 3 } });
+    }
+    expect(await team.replicas[0].activity.dropOld()).toBe(0);
+  }, 60_000);
+
+  it('events the database cannot take wait and are written once it answers again; the failure is only logged', async () => {
+    const store = await openTeamStore(await pg.createDatabase());
+    running.push({ stop: () => store.close() });
+    const logs: string[] = [];
+    const logger = createLogger('debug', new Writable({ write: (chunk, _enc, cb) => cb(void logs.push(String(chunk))) }));
+    const clock = testClock();
+    const activity = new PostgresActivity(store.pool, { retentionDays: 30, maxEvents: 1000 }, clock, logger);
+    running.push({ stop: () => activity.close() });
+    const event = (tokens: number): Omit<ActivityEvent, 'id'> => ({
+      time: new Date(clock()).toISOString(),
+      access_request_id: 'grant-1',
+      app_client_id: 'app-1',
+      user: 'alice',
+      kind: 'chat',
+      endpoint: '/v1/chat/completions',
+      status: 200,
+      outcome: 'ok',
+      duration_ms: 1,
+      tokens_in: tokens,
+      tokens_out: 1,
+    });
+    activity.record(event(1));
+    await activity.flush();
+    expect(await activity.list({ limit: 10 })).toHaveLength(1);
+    await pg.stopServer();
+    try {
+      activity.record(event(2));
+      activity.record(event(3));
+      // the write fails, and says so in the log; nothing is thrown at the caller
+      await activity.flush();
+      expect(logs.join('')).toMatch(/could not write events to the database/);
+      expect(logs.join('')).not.toContain(pg.password);
+      await expect(activity.list({ limit: 10 })).rejects.toBeInstanceOf(StoreUnavailableError);
+    } finally {
+      await pg.startServer();
+    }
+    const events = await eventually('the waiting events written once the database answers', async () => {
+      const listed = await activity.list({ limit: 10 }).catch(() => []);
+      return listed.length === 3 ? listed : undefined;
+    });
+    expect(events.map((e) => e.tokens_in)).toEqual([3, 2, 1]);
+    expect(await activity.usageOf('grant-1')).toEqual({ calls: 3, refused: 0, tokens_in: 6, tokens_out: 3, last_used_at: events[0].time, today: { calls: 3, tokens: 9 } });
+    // a day later, today's counts start again; the totals stay
+    clock.advance(DAY_MS);
+    expect(await activity.usageOf('grant-1')).toMatchObject({ calls: 3, today: { calls: 0, tokens: 0 } });
+  }, 60_000);
+});
