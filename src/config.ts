@@ -89,6 +89,11 @@ export interface Config {
   notify: boolean;
   /** How long a held tool call waits for the person's decision, in seconds. */
   callApprovalTimeoutS: number;
+  /**
+   * svc runs behind a reverse proxy or load balancer that appends the client's address to
+   * X-Forwarded-For: per-address limits and the login backoff count that address, not the proxy's.
+   */
+  trustProxy: boolean;
   /** A team server: all state in PostgreSQL at this URL (which may hold its password), not in the data dir's store. */
   database: Secret | null;
   /** The team's master key, only read with `database` (a file store keeps its key in the keychain or master.key). */
@@ -129,6 +134,7 @@ export interface ConfigFlags {
   /** commander's `--no-notify`: false when given (true, its default, means not given) */
   notify?: boolean;
   callApprovalTimeout?: string | number;
+  trustProxy?: boolean;
   database?: string;
   masterKeyFile?: string;
 }
@@ -267,6 +273,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     downloadAllowNetworks: networks(String(pick(flags.downloadAllowNetworks, 'SVC_DOWNLOAD_ALLOW_NETWORKS') ?? ''), 'download-allow-networks'),
     notify: flags.notify !== false && !['0', 'false', 'off', 'no'].includes(String(env.SVC_NOTIFY ?? '').toLowerCase()),
     callApprovalTimeoutS: integer(pick(flags.callApprovalTimeout, 'SVC_CALL_APPROVAL_TIMEOUT') ?? 55, 'call-approval-timeout', 1, 86_400),
+    trustProxy: flags.trustProxy === true || ['1', 'true', 'on', 'yes'].includes(String(env.SVC_TRUST_PROXY ?? '').toLowerCase()),
     ...teamSettings(flags, env),
   };
 }

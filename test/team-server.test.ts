@@ -5,7 +5,9 @@
  * access requests, revokes; and while the database is down they answer 503 and recover by
  * themselves.
  */
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -29,6 +31,7 @@ import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
 
+const execFileAsync = promisify(execFile);
 const available = needs(postgresBinDir() !== null, 'team server (replicas on PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
 
 /** Polls `check` until it holds; fails naming `what` when `ms` runs out. */
@@ -279,6 +282,23 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     const again = await new Api(holder.url).login('admin', team.password);
     expect((await again.post(`/svc/v1/calls/${pending[0].id}/deny`, {})).status).toBe(409);
     expect((await again.get('/svc/v1/calls')).body.data[0]).toMatchObject({ id: pending[0].id, status: 'approved', decided_by: 'admin' });
+  });
+
+  it('a backup made with pg_dump, restored with pg_restore into an empty database, is the team: its keys, users and grants work there', async () => {
+    const team = await startTeam(1);
+    const admin = await team.api().login('admin', team.password);
+    const key = await admin.post('/svc/v1/keys', { name: 'kept in the backup' });
+    expect(key.status).toBe(201);
+    const dump = path.join(await tempDir(), 'svc.dump');
+    const bin = postgresBinDir()!;
+    await execFileAsync(path.join(bin, 'pg_dump'), ['--format=custom', `--file=${dump}`, team.database], { timeout: 30_000 });
+    const restored = await pg.createDatabase();
+    await execFileAsync(path.join(bin, 'pg_restore'), ['--no-owner', `--dbname=${restored}`, dump], { timeout: 30_000 });
+    const after = await replica(restored, 'http://127.0.0.1:1');
+    expect(after.initialAdminPassword).toBeFalsy();
+    expect((await new Api(after.url).get('/v1/models', { Authorization: `Bearer ${key.body.key}` })).status).toBe(200);
+    const again = await new Api(after.url).login('admin', team.password);
+    expect((await again.get('/svc/v1/keys')).body.data.map((k: { name: string }) => k.name)).toContain('kept in the backup');
   });
 
   it("a provider added or removed on one replica reaches the other's model catalog by itself", async () => {

@@ -5,6 +5,7 @@ import { requireAppRole, requireRoleEither } from '../auth/bearer.js';
 import { sessionMiddleware } from '../auth/sessions.js';
 import { INSTANCE_HEADER } from '../daemon-info.js';
 import type { AppDeps, AppState } from '../http/context.js';
+import { addressFromProxy } from '../http/client-address.js';
 import { appCors } from '../http/cors.js';
 import { errorMiddleware } from '../http/errors-middleware.js';
 import { type AnyRouteDef, mountRoutes, routePathMatcher } from '../http/route.js';
@@ -68,6 +69,8 @@ export function controlPlaneApp(
   opts: { authorizationServer: AuthorizationServer | null; sessionKeys: string[] },
 ): Koa<AppState> {
   const koa = new Koa<AppState>({ proxy: false });
+  // the data plane counts nothing per address; the control plane's limits do
+  if (deps.config.trustProxy) koa.use(addressFromProxy());
   for (const mw of common) koa.use(mw);
   const instanceId = deps.instanceId;
   if (instanceId) {

@@ -64,6 +64,7 @@ Examples:
     .option('--max-drafts <n>', 'undecided access requests in all, 429 beyond (env SVC_MAX_DRAFTS)')
     .option('--dynamic-client-retention-days <n>', 'remove self-registered clients unused this many days, 0 = keep (env SVC_DYNAMIC_CLIENT_RETENTION_DAYS)')
     .option('--call-approval-timeout <s>', 'seconds a held tool call waits for your decision before the app is told nobody answered (env SVC_CALL_APPROVAL_TIMEOUT; default 55)')
+    .option('--trust-proxy', 'behind a reverse proxy or load balancer that appends the client address to X-Forwarded-For: per-address limits count that address (env SVC_TRUST_PROXY=1)')
     .option('--no-notify', 'no desktop notifications of held tool calls and new access requests (env SVC_NOTIFY=0)')
     .option('--database <url>', "a team server: keep all state in PostgreSQL at this postgres:// URL, shared by every replica (env SVC_DATABASE_URL)")
     .option('--master-key-file <path>', "with --database: the file holding the team's master key, 32 bytes base64url, the same on every replica (or env SVC_MASTER_KEY)")
