@@ -97,7 +97,8 @@ describe('crash and restart', () => {
     await writeFile(path.join(dir, 'db.json'), JSON.stringify({ journal_seq: 0, meta: null, users: [], sessions: [], mcp_instances: [], access_requests: [] }));
     const { rm } = await import('node:fs/promises');
     await rm(path.join(dir, files[0]));
-    await expect(open(dir)).rejects.toThrow(/lacks changes/);
+    // one change or several: which journal files the background snapshots left varies from run to run
+    await expect(open(dir)).rejects.toThrow(/lacks changes? \d/);
   });
 });
 
