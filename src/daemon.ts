@@ -11,6 +11,7 @@ import { saveCliSession } from './store/cli-session.js';
 import { type Config, type Secret, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
 import { createLogger, type Logger } from './log.js';
+import { StartSteps } from './start-steps.js';
 import { SecretBox } from './store/crypto.js';
 import { reduceMemoryWhenIdle } from './store/memory.js';
 import { FileWriteError, writeFileDurably } from './store/durable-file.js';
@@ -352,10 +353,31 @@ export class StartupAbortedError extends Error {
 }
 
 /**
+ * daemon.json for this start. Run as a step right after the lock, so that it is undone last but
+ * the lock, once nothing answers any more; written later, once the port is open and the key
+ * checked. Removed only when this start began to write it: a start refused before then leaves
+ * the file as it found it.
+ */
+function daemonFile(dataDir: string) {
+  const file = path.join(dataDir, DAEMON_FILE);
+  let written = false;
+  return {
+    write: async (info: DaemonInfo) => {
+      written = true;
+      await writeFileDurably(file, JSON.stringify(info, null, 2));
+    },
+    remove: async () => {
+      if (written) await unlink(file).catch(() => undefined);
+    },
+  };
+}
+
+/**
  * Starts the daemon: lock the data dir, open the store (refusing a corrupt one), listen
  * (answering 503 to everyone), find the master key, wire the app, create the first admin on an
  * empty store and log the local CLI in; only then serve. Nothing is written before the store is
- * read and the port is bound.
+ * read and the port is bound. Each of these is a named step (StartSteps): close() undoes them in
+ * the reverse of the order they ran, and so does a start that does not finish.
  */
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const { config, signal } = opts;
@@ -369,20 +391,19 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   checkpoint();
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   await chmod(config.dataDir, 0o700);
-  // Its pid goes into daemon.lock only once the checks below have passed: a refused start changes no file.
-  const lock = await lockDataDir(config.dataDir, { recordPid: false });
-  const cleanups: (() => Promise<void>)[] = [lock.release];
-  const unwind = async () => {
-    for (const fn of cleanups.reverse()) await fn().catch((err) => logger.warn({ err: (err as Error)?.message }, 'shutdown step failed'));
-  };
+  const steps = new StartSteps(logger, checkpoint);
 
   try {
-    checkpoint();
+    // Its pid goes into daemon.lock only once the checks below have passed: a refused start changes no file.
+    const lock = await steps.run('lock', () => lockDataDir(config.dataDir, { recordPid: false }), (l) => l.release());
+    const infoFile = await steps.run('daemon.json', () => daemonFile(config.dataDir), (f) => f.remove());
     let stopForFatal: (err: Error) => void = () => undefined; // during the start, the failed write ends the start itself
-    const backend = config.database ? await openTeamBackend(config.database, logger) : await openFileBackend(config.dataDir, logger, (err) => stopForFatal(err));
-    cleanups.push(backend.close);
+    const backend = await steps.run(
+      'store',
+      () => (config.database ? openTeamBackend(config.database, logger) : openFileBackend(config.dataDir, logger, (err) => stopForFatal(err))),
+      (b) => b.close(),
+    );
     const { repos } = backend;
-    checkpoint();
 
     // Listen first: the base URL (and so the issuer) depends on the port, which --port 0 picks.
     // Until setup is complete every request gets a 503 with Retry-After, so nothing can find the
@@ -398,10 +419,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       return typeof given === 'string' && given.length === setupToken.length && timingSafeEqual(Buffer.from(given), setupToken);
     };
     let handler: http.RequestListener = (req, res) => (app && isSetupRequest(req) ? app.callback(req, res) : answerStarting(res, instanceId));
-    const http1 = await listenHttp(config, (req, res) => handler(req, res), () => app, logger);
+    const http1 = await steps.run('listen', () => listenHttp(config, (req, res) => handler(req, res), () => app, logger), (h) => h.close());
     const { server } = http1;
-    cleanups.push(http1.close);
-    checkpoint();
     const port = (server.address() as AddressInfo).port;
     const url = urlFor(config.host, port);
     const baseUrl = config.baseUrl ?? url;
@@ -410,55 +429,48 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // exists, everything up to recordPid() only reads, so a start refused for a key that does not
     // open the store, or a port in use, leaves every file as it found it.
     const keychain = opts.keychain ?? osKeychain;
-    const sealing = await storeKeyFor(config, repos, keychain);
-    if (sealing.local?.notice) await notify(`svc: ${sealing.local.notice}`);
-    checkpoint();
+    const sealing = await steps.run('master key', async () => {
+      const found = await storeKeyFor(config, repos, keychain);
+      if (found.local?.notice) await notify(`svc: ${found.local.notice}`);
+      return found;
+    });
     const box = new SecretBox(sealing.key);
-    const releaseSetup = await backend.holdSetup(checkpoint);
-    cleanups.push(releaseSetup);
-    const meta = await initMeta(repos, box, sealing.stored, clock);
-    const sessionKeys = JSON.parse(box.open('meta', 'session_keys', meta.session_keys)) as string[];
-    // What seals the CLI's login on this machine: the store's key, or on a team replica one of its own.
-    const master = sealing.local ?? (await replicaKey(config.dataDir, keychain));
-    if (!sealing.local && master.notice) await notify(`svc: ${master.notice}`);
-    const cliBox = sealing.local ? box : new SecretBox(master.key);
-    await lock.recordPid();
-    checkpoint();
-    // The CLI's socket is a file in the data dir too, so it comes once the start may write.
-    const forCli = await listenForCli(server, config.dataDir);
-    // closed before the server's own close, which then waits for its connections as for any other
-    cleanups.push(forCli.close);
-    checkpoint();
+    const releaseSetup = await steps.run('first-start hold', () => backend.holdSetup(checkpoint), (release) => release());
+    const { sessionKeys, master, cliBox } = await steps.run('key check', async () => {
+      const meta = await initMeta(repos, box, sealing.stored, clock);
+      // What seals the CLI's login on this machine: the store's key, or on a team replica one of its own.
+      const local = sealing.local ?? (await replicaKey(config.dataDir, keychain));
+      if (!sealing.local && local.notice) await notify(`svc: ${local.notice}`);
+      await lock.recordPid();
+      return { sessionKeys: JSON.parse(box.open('meta', 'session_keys', meta.session_keys)) as string[], master: local, cliBox: sealing.local ? box : new SecretBox(local.key) };
+    });
+    // The CLI's socket is a file in the data dir too, so it comes once the start may write. It is
+    // closed before the server's own close, which then waits for its connections as for any other.
+    const forCli = await steps.run('CLI socket', () => listenForCli(server, config.dataDir), (s) => s.close());
 
-    // Written as soon as the port is open and the key checked, so a CLI that finds the port finds the daemon (and
-    // waits out the 503s); removed at shutdown, or by the unwind of a start that does not finish.
-    const infoFile = path.join(config.dataDir, DAEMON_FILE);
+    // Written as soon as the port is open and the key checked, so a CLI that finds the port finds
+    // the daemon (and waits out the 503s); removed by the daemon.json step above.
     const info: DaemonInfo = { pid: process.pid, url, base_url: baseUrl, version: VERSION, key_backend: master.backend, started_at: new Date().toISOString(), instance: instanceId, socket: forCli.path };
-    // removed last but the lock, once nothing answers any more
-    cleanups.splice(1, 0, () => unlink(infoFile).catch(() => undefined));
-    await writeFileDurably(infoFile, JSON.stringify(info, null, 2));
-    checkpoint();
+    await steps.run('write daemon.json', () => infoFile.write(info));
 
     const deps: AppDeps = { config, repos, box, clock, logger, baseUrl: () => baseUrl, instanceId, localLoginProof: cliBox.derive(LOCAL_LOGIN_LABEL) };
-    const activity = await backend.openActivity({ retentionDays: config.activityRetentionDays, maxEvents: config.activityMaxEvents }, clock, logger);
     // written out before the store closes (the app's own close does it first; a second close does nothing)
-    cleanups.push(() => activity.close());
-    const wired = await createApp(deps, { sessionKeys, port, activity });
-    app = wired;
-    cleanups.push(() => wired.close());
-    checkpoint();
+    const activityBounds = { retentionDays: config.activityRetentionDays, maxEvents: config.activityMaxEvents };
+    const activity = await steps.run('activity', () => backend.openActivity(activityBounds, clock, logger), (a) => a.close());
+    const wired = await steps.run('app', async () => (app = await createApp(deps, { sessionKeys, port, activity })), (w) => w.close());
 
-    const initialAdminPassword = await firstAdmin(wired, {
-      login: (username, password) => loginCli(url, setupToken.toString(), username, password, backend.lastWriteError),
-      saveLogin: (cookie) => saveCliSession(config.dataDir, master.backend, cliBox, cookie),
-      notify,
-      checkpoint,
+    const initialAdminPassword = await steps.run('first admin', async () => {
+      const password = await firstAdmin(wired, {
+        login: (username, pw) => loginCli(url, setupToken.toString(), username, pw, backend.lastWriteError),
+        saveLogin: (cookie) => saveCliSession(config.dataDir, master.backend, cliBox, cookie),
+        notify,
+        checkpoint,
+      });
+      await releaseSetup();
+      return password;
     });
-    await releaseSetup();
-    checkpoint();
+    await steps.run('idle memory', () => reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: http1.served }), (stopReducing) => stopReducing());
     handler = wired.callback;
-    const stopReducing = reduceMemoryWhenIdle({ idleMs: IDLE_MEMORY_MS, served: http1.served });
-    cleanups.push(async () => stopReducing());
     logger.info({ url, baseUrl, dataDir: config.dataDir, version: VERSION, keyBackend: master.backend }, 'svc listening');
 
     let closing: Promise<void> | null = null;
@@ -476,13 +488,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       deps,
       keyBackend: master.backend,
       initialAdminPassword,
-      close: () => (closing ??= unwind().then(() => logger.info('svc stopped'))),
+      close: () => (closing ??= steps.stop().then(() => logger.info('svc stopped'))),
     };
     const onFatal = opts.onFatal ?? (() => process.exit(1));
     stopForFatal = (err) => void daemon.close().finally(() => onFatal(err));
     return daemon;
   } catch (err) {
-    await unwind();
+    await steps.stop();
     throw err;
   }
 }

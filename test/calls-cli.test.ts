@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_BYTES, cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
-import { eventually, startRiskyServer } from './helpers/risky-mcp.js';
+import { startRiskyServer } from './helpers/risky-mcp.js';
+import { eventually } from './helpers/wait.js';
 
 describe('svc calls and svc requests tools', () => {
   let d: TestDaemon;

@@ -12,7 +12,8 @@ import { CHROMIUM_PATH, launchChromium } from './helpers/consent.js';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { needs } from './helpers/requirements.js';
-import { eventually, startRiskyServer } from './helpers/risky-mcp.js';
+import { startRiskyServer } from './helpers/risky-mcp.js';
+import { eventually } from './helpers/wait.js';
 
 const PASSWORD = 'pw-alice-12345';
 

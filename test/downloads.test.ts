@@ -7,6 +7,7 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
+import { eventually } from './helpers/wait.js';
 
 const FILE = randomBytes(3 * 1024 * 1024);
 const SHA = createHash('sha256').update(FILE).digest('hex');
@@ -108,11 +109,8 @@ describe('model file downloads', () => {
     files.state.trickle = true;
     const started = await admin.post('/svc/v1/models/files/pull', { url: `${files.base}/m/restart.bin`, sha256: SHA });
     await waitFor(admin, started.body.id, ['downloading']);
-    for (let i = 0; i < 100; i++) {
-      const size = await stat(path.join(d.dataDir, 'models', 'restart.bin.part')).then((s) => s.size, () => 0);
-      if (size > 256 * 1024) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const part = path.join(d.dataDir, 'models', 'restart.bin.part');
+    await eventually(async () => (await stat(part).then((s) => s.size, () => 0)) > 256 * 1024, 'over 256 KiB of restart.bin.part on disk');
     const adminPassword = d.adminPassword;
     await d.close();
     files.state.trickle = false;

@@ -346,12 +346,16 @@ describe('an app that hangs up while sending its body', () => {
         const socket = net.connect(d.port, '127.0.0.1');
         socket.on('error', () => undefined);
         await new Promise((r) => socket.once('connect', r));
+        // The headers first, asking to go on: the daemon's "100 Continue" says it took the request
+        // and is about to read its body. Then part of the body, and the app is gone.
+        const received: Buffer[] = [];
+        socket.on('data', (c: Buffer) => received.push(c));
         socket.write(
-          `POST ${p} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{"model":"m","messages":[`,
+          `POST ${p} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 4096\r\nExpect: 100-continue\r\n\r\n`,
         );
+        await until(() => Buffer.concat(received).toString('latin1').startsWith('HTTP/1.1 100 Continue\r\n'), `the daemon's 100 Continue on ${p}`);
         const before = d.logs.length;
-        // the daemon is reading the body (give it the headers' worth of a moment), then the app is gone
-        await new Promise((r) => setTimeout(r, 50));
+        await new Promise<void>((r) => socket.write('{"model":"m","messages":[', () => r()));
         socket.destroy();
         await until(() => d.logs.slice(before).some((l) => l.includes(`"path":"${p}"`) && l.includes('"msg":"request"')));
       }

@@ -5,6 +5,7 @@ import { rm } from 'node:fs/promises';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 import { needs } from './helpers/requirements.js';
+import { eventually } from './helpers/wait.js';
 
 /** The polish a person notices in the browser pages. */
 describe('what a person reads in the pages', () => {
@@ -47,14 +48,16 @@ describe.skipIf(!needs(haveScript, 'first-hour (the daemon on a terminal)', 'scr
       : execa('node', [BIN, 'serve', '--port', '0', '--keychain', 'file', ...extra], { cwd: REPO, env: cleanEnv({ SVC_HOME: dataDir }), extendEnv: false, reject: false, all: true });
     let output = '';
     run.all!.on('data', (c: Buffer) => (output += c.toString()));
-    const deadline = Date.now() + 20_000;
-    while (!/svc listening on (http:\/\/\S+)/.test(output) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    const url = /svc listening on (http:\/\/\S+)/.exec(output)?.[1];
-    if (url) await fetch(`${url}/svc/v1/health`);
-    await new Promise((r) => setTimeout(r, 300));
-    run.kill('SIGTERM');
-    await run;
-    await rm(dataDir, { recursive: true, force: true });
+    try {
+      const url = (await eventually(() => /svc listening on (http:\/\/\S+)/.exec(output), 'the "svc listening" line', 20_000))[1];
+      await fetch(`${url}/svc/v1/health`);
+      // the request's own log line, in either format, before the daemon is stopped
+      await eventually(() => output.includes('/svc/v1/health'), 'the log line of the health check', 10_000);
+    } finally {
+      run.kill('SIGTERM');
+      await run;
+      await rm(dataDir, { recursive: true, force: true });
+    }
     return output.replace(/\r/g, '');
   }
 

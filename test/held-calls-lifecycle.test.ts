@@ -11,7 +11,8 @@ import { resolveConfig } from '../src/config.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { registerClient } from './helpers/oauth.js';
-import { eventually, startRiskyServer } from './helpers/risky-mcp.js';
+import { startRiskyServer } from './helpers/risky-mcp.js';
+import { eventually } from './helpers/wait.js';
 
 let risky: Awaited<ReturnType<typeof startRiskyServer>>;
 let bin: string;

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
-import { eventually, startModernRiskyServer, startRiskyServer } from './helpers/risky-mcp.js';
+import { startModernRiskyServer, startRiskyServer } from './helpers/risky-mcp.js';
+import { eventually } from './helpers/wait.js';
 
 describe('tool choices per grant, and calls held for the person', () => {
   let d: TestDaemon;

@@ -6,6 +6,7 @@ import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { startUpstream } from './helpers/upstream.js';
+import { eventually } from './helpers/wait.js';
 
 const PROVIDER_KEY = `sk-provider-${Math.random().toString(36).slice(2)}`;
 
@@ -171,8 +172,7 @@ describe('OpenAI-compatible proxy, driven by the official openai client', () => 
         controller.abort();
       }
     })().catch(() => undefined);
-    for (let i = 0; i < 50 && upstream.aborted.length === before; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(upstream.aborted.length).toBeGreaterThan(before);
+    await eventually(() => upstream.aborted.length > before, 'the upstream to see its call aborted');
   });
 
   it('lets power-user tokens manage aliases and refuses user tokens with 403', async () => {

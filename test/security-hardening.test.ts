@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, runSvc } from './helpers/cli.js';
+import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody, userApi } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, REDIRECT_URI, registerClient } from './helpers/oauth.js';
@@ -372,10 +372,10 @@ describe('item 7: shared limits do not become a lockout', () => {
       expect((await new Api(d.url).post('/svc/v1/auth/login', { username: 'other', password: 'pw-other-12345' })).status).toBe(200);
       // ...and the owner's CLI, which proves it runs beside the data dir, logs in at once
       const env = cleanEnv({ SVC_KEYCHAIN: 'file', SVC_HOME: d.dataDir, NO_COLOR: '1' });
-      const cli = await runSvc(['login', '--username', 'admin', '--password-stdin'], { env, input: d.adminPassword });
+      const cli = await runSvcInProcess(['login', '--username', 'admin', '--password-stdin'], { env, input: d.adminPassword });
       expect(cli.exitCode, cli.stderr).toBe(0);
       expect(cli.stderr).toContain('Logged in as admin');
-      expect((await runSvc(['status', '--json'], { env })).stdout).toContain('"logged_in_as": "admin"');
+      expect((await runSvcInProcess(['status', '--json'], { env })).stdout).toContain('"logged_in_as": "admin"');
       // a forged proof is no proof: it lands in the guesser's bucket
       const forged = await new Api(d.url).post('/svc/v1/auth/login', { username: 'admin', password: d.adminPassword }, { 'X-Svc-Local-Login': 'x'.repeat(43) });
       expect(forged.status).toBe(429);
@@ -421,7 +421,7 @@ describe('item 9: bad input and what the terminal shows', () => {
     expect(created.status).toBe(201);
     const review = await admin.get(`/svc/v1/access-requests/${created.body.id}/review`);
     expect(review.body).toMatchObject({ app_registered: false, flow_type: 'redirect', redirect_url: target });
-    const shown = await runSvc(['requests', 'show', created.body.id], { env });
+    const shown = await runSvcInProcess(['requests', 'show', created.body.id], { env });
     expect(shown.exitCode, shown.stderr).toBe(0);
     expect(shown.stdout).toContain(`redirects to\t${target}\n`);
     expect(shown.stdout).toMatch(/^registered\tno: not in the OAuth client registry/m);
@@ -431,7 +431,7 @@ describe('item 9: bad input and what the terminal shows', () => {
     // a registered client says nothing of the kind
     const { clientId } = await registerClient(admin, { name: 'Known App' });
     const known = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: clientId, flow_type: 'redirect', redirect_url: REDIRECT_URI }));
-    const knownShown = await runSvc(['requests', 'show', known.body.id], { env });
+    const knownShown = await runSvcInProcess(['requests', 'show', known.body.id], { env });
     expect(knownShown.stdout).not.toMatch(/^registered/m);
     expect(knownShown.stdout).toContain(`redirects to\t${REDIRECT_URI}\n`);
   });
@@ -447,17 +447,17 @@ describe('item 9: bad input and what the terminal shows', () => {
     expect(review.body.app_name).toBe('Known\uFFFDppA\uFFFD\uFFFD App');
     const listed = (await admin.get('/svc/v1/access-requests?status=draft')).body.data.find((r: { id: string }) => r.id === created.body.id);
     expect(listed).toMatchObject({ app_registered: false, client_kind: 'dynamic', app_name: review.body.app_name });
-    const shown = await runSvc(['requests', 'show', created.body.id], { env });
+    const shown = await runSvcInProcess(['requests', 'show', created.body.id], { env });
     expect(shown.exitCode, shown.stderr).toBe(0);
     expect(shown.stdout).toMatch(/^client\tregistered itself$/m);
     expect(shown.stdout).toMatch(/^registered\tno: it registered itself, so its name is its own claim$/m);
-    const json = JSON.parse((await runSvc(['requests', 'list', '--json'], { env })).stdout) as { id: string; client_kind?: string }[];
+    const json = JSON.parse((await runSvcInProcess(['requests', 'list', '--json'], { env })).stdout) as { id: string; client_kind?: string }[];
     expect(json.find((r) => r.id === created.body.id)).toMatchObject({ client_kind: 'dynamic', app_registered: false });
     // an admin's client is registered, in request-access as at the authorization endpoint
     const { clientId: known } = await registerClient(admin, { name: 'Known App' });
     const made = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: known }));
     expect((await admin.get(`/svc/v1/access-requests/${made.body.id}/review`)).body).toMatchObject({ app_registered: true, client_kind: 'registered', app_name: 'Known App' });
-    expect((await runSvc(['requests', 'show', made.body.id], { env })).stdout).toMatch(/^client\tregistered by your admin$/m);
+    expect((await runSvcInProcess(['requests', 'show', made.body.id], { env })).stdout).toMatch(/^client\tregistered by your admin$/m);
   });
 
   it('zero-width, bidi and Unicode tag characters in app strings never reach the terminal', async () => {
@@ -465,10 +465,10 @@ describe('item 9: bad input and what the terminal shows', () => {
     const { clientId } = await registerClient(admin, { name: `Notes${sneaky.join('')}App`, description: `Harmless\u{E0049}\u{E0047}\u{E004E}\u200bnote` });
     const created = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ app_client_id: clientId }));
     for (const args of [['requests', 'show', created.body.id], ['requests', 'list']]) {
-      const r = await runSvc(args, { env });
+      const r = await runSvcInProcess(args, { env });
       expect(r.exitCode, r.stderr).toBe(0);
       for (const c of sneaky) expect(r.stdout, `${args[1]} ${c.codePointAt(0)!.toString(16)}`).not.toContain(c);
     }
-    expect((await runSvc(['requests', 'show', created.body.id], { env })).stdout).toContain('Notes\uFFFD');
+    expect((await runSvcInProcess(['requests', 'show', created.body.id], { env })).stdout).toContain('Notes\uFFFD');
   });
 });

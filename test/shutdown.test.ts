@@ -45,6 +45,22 @@ it('shuts down gracefully: an in-flight stream finishes, acknowledged writes are
   }
 });
 
+it('stops its start steps in the reverse of their order: daemon.json goes last but the lock, once nothing answers', async () => {
+  const d = await startTestDaemon();
+  const stepsLogged = (msg: string) =>
+    d.logs
+      .flatMap((chunk) => chunk.split('\n'))
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { msg: string; step?: string })
+      .filter((e) => e.msg === msg)
+      .map((e) => e.step);
+  expect(stepsLogged('start step')).toEqual(['lock', 'daemon.json', 'store', 'listen', 'master key', 'first-start hold', 'key check', 'CLI socket', 'write daemon.json', 'activity', 'app', 'first admin', 'idle memory']);
+  await d.stop();
+  // the steps with nothing to undo (the key, the file's writing, the first admin) are not listed
+  expect(stepsLogged('stop step')).toEqual(['idle memory', 'app', 'activity', 'CLI socket', 'first-start hold', 'listen', 'store', 'daemon.json', 'lock']);
+  expect(stepsLogged('shutdown step failed')).toEqual([]);
+});
+
 it('closes idle connections at once: a keep-alive socket and one that never sent a request do not hold shutdown', { timeout: 8_000 }, async () => {
   const d = await startTestDaemon();
   const closed = (s: net.Socket) => new Promise<void>((resolve) => s.once('close', () => resolve()));

@@ -17,18 +17,6 @@ import { tempDir } from './helpers/daemon.js';
 
 const user = (id: string): UserRecord => ({ id, username: id, role: 'admin', password_hash: 'x', created_at: new Date().toISOString() });
 const journals = async (dir: string) => (await readdir(dir)).filter((n) => n.startsWith('db.journal.')).sort();
-/** Waits until the background snapshot is done: the data dir's files and sizes stay the same for 200 ms. */
-async function quiet(dir: string): Promise<void> {
-  const look = async () => JSON.stringify(await Promise.all((await readdir(dir)).sort().map(async (n) => [n, (await stat(path.join(dir, n)).catch(() => null))?.size])));
-  let last = await look();
-  for (let i = 0; i < 100; i++) {
-    await new Promise((r) => setTimeout(r, 200));
-    const now = await look();
-    if (now === last) return;
-    last = now;
-  }
-  throw new Error(`the data dir ${dir} never stopped changing within 20 s: ${last}`);
-}
 const open = (dir: string, compactBytes?: number) => Store.open(dir, new JournalFiles(dir, { compactBytes }));
 
 const opened: Store[] = [];
@@ -102,14 +90,15 @@ describe('crash and restart', () => {
     const store = await open(dir, 1); // a snapshot after every write
     for (const id of ['a', 'b', 'c', 'd']) await store.update((tx) => tx.put('users', user(id)));
     // the snapshots run in the background: a slow machine is still writing one after the last write
-    await quiet(dir);
+    await store.settled();
     // an old snapshot back in place, without the journal that follows it
     const files = await journals(dir);
     expect(files.length).toBeGreaterThan(1);
     await writeFile(path.join(dir, 'db.json'), JSON.stringify({ journal_seq: 0, meta: null, users: [], sessions: [], mcp_instances: [], access_requests: [] }));
     const { rm } = await import('node:fs/promises');
     await rm(path.join(dir, files[0]));
-    await expect(open(dir)).rejects.toThrow(/lacks changes/);
+    // one change or several: which journal files the background snapshots left varies from run to run
+    await expect(open(dir)).rejects.toThrow(/lacks changes? \d/);
   });
 });
 

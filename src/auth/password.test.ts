@@ -1,5 +1,6 @@
 /** Password hashing: scrypt in a helper process that ends when idle, so its memory goes with it. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/helpers/wait.js';
 import * as password from './password.js';
 
 beforeAll(() => password.setScryptIdleMs(300));
@@ -12,11 +13,6 @@ const alive = (pid: number) => {
   } catch {
     return false;
   }
-};
-const until = async (check: () => boolean, ms = 5000) => {
-  const end = Date.now() + ms;
-  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 25));
-  return check();
 };
 
 describe('password hashing', () => {
@@ -31,7 +27,7 @@ describe('password hashing', () => {
     // the same passwords in other Unicode forms verify alike (NFC)
     const composed = await password.hashPassword('caf\u00e9');
     expect(await password.verifyPassword('cafe\u0301', composed)).toBe(true);
-    expect(await until(() => !alive(pid))).toBe(true);
+    await eventually(() => !alive(pid), 'the helper process to end', 5000);
     expect(password.scryptHelperPid()).toBeUndefined();
     expect(await password.verifyPassword('correct horse battery staple', stored)).toBe(true);
     expect(password.scryptHelperPid()).not.toBe(pid);
@@ -58,7 +54,7 @@ describe('password hashing', () => {
       const started = Date.now();
       await expect(password.hashPassword('y')).rejects.toThrow(/did not answer within 300 ms and was replaced/);
       expect(Date.now() - started).toBeLessThan(5000);
-      expect(await until(() => !alive(pid))).toBe(true);
+      await eventually(() => !alive(pid), 'the helper process to end', 5000);
       // a new helper, with the usual time (one just started on a busy machine may take longer than 300 ms)
       password.setScryptHashTimeoutMs(10_000);
       expect(await password.verifyPassword('z', await password.hashPassword('z'))).toBe(true);
@@ -74,11 +70,11 @@ describe('password hashing', () => {
     // Held stopped, the idle helper that is let go cannot exit before a login reaches the next one.
     process.kill(first, 'SIGSTOP');
     try {
-      expect(await until(() => password.scryptHelperPid() === undefined)).toBe(true);
+      await eventually(() => password.scryptHelperPid() === undefined, 'the idle helper to be let go', 5000);
       const next = password.verifyPassword('p', stored);
       expect(password.scryptHelperPid()).not.toBe(first);
       process.kill(first, 'SIGCONT');
-      expect(await until(() => !alive(first))).toBe(true);
+      await eventually(() => !alive(first), 'the let-go helper to end', 5000);
       expect(await next).toBe(true);
     } finally {
       if (alive(first)) process.kill(first, 'SIGCONT');

@@ -25,6 +25,8 @@ export interface StoreBackend {
   afterAppend(current: () => StoreContents): Promise<void>;
   /** Once every write is done: a last snapshot, when this process wrote anything; none when `current` is null. */
   close(current: (() => StoreContents) | null): Promise<void>;
+  /** Resolves once no background snapshot is being written. */
+  snapshotsDone?(): Promise<void>;
 }
 
 /** link() refusals that mean "this file system has no hard links here", not a failing disk */
@@ -280,8 +282,12 @@ export class JournalFiles implements StoreBackend {
     this.opts.onCompactionError?.(err);
   }
 
-  async close(current: (() => StoreContents) | null): Promise<void> {
+  async snapshotsDone(): Promise<void> {
     while (this.compaction) await this.compaction;
+  }
+
+  async close(current: (() => StoreContents) | null): Promise<void> {
+    await this.snapshotsDone();
     // A process that wrote nothing (a refused start, a read-only tool) leaves every file as it was.
     if (!this.wrote || this.refused || !current) return;
     const contents = current();

@@ -317,6 +317,15 @@ export class Store implements StoreReader {
   }
 
   /**
+   * Resolves once every queued write is done and no snapshot is being written in the background,
+   * so that what is on disk stays as it is while nothing new is written (tests wait on it).
+   */
+  async settled(): Promise<void> {
+    while (this.flushing) await this.flushing.catch(() => undefined);
+    await this.backend.snapshotsDone?.();
+  }
+
+  /**
    * Waits for every queued write, writes a snapshot when this process wrote anything, then
    * refuses new writes. A broken store writes nothing more: its memory is not what is on disk.
    */

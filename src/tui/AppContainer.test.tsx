@@ -8,7 +8,7 @@ import { DaemonClient } from '../cli/client.js';
 import { AppError } from '../errors.js';
 import { startTestDaemon, type TestDaemon } from '../../test/helpers/daemon.js';
 import { Api, createBody } from '../../test/helpers/http.js';
-import { FakeClient, KEY, NOW, SGR, sleep, until, URL_A, URL_B } from '../../test/helpers/tui.js';
+import { FakeClient, KEY, NOW, SGR, until, URL_A, URL_B } from '../../test/helpers/tui.js';
 import { ReviewApp, type ReviewAppProps } from './AppContainer.js';
 import { daemonReviewClient } from './client.js';
 import { colorWanted } from './run.js';
@@ -383,8 +383,11 @@ describe('errors, colour and quitting', () => {
     await ui.press('q');
     await until(() => expect(rawMode).toHaveBeenLastCalledWith(false));
     const calls = client.listCalls;
-    // an absence: six poll periods (25 ms) with no poll, not a synchronisation
-    await sleep(150);
+    // An absence, shown against a witness: a second svc review, polling at the same period, asks
+    // seven times (its first look and six polls, so six periods passed) while the one that quit asks nothing.
+    const witness = new FakeClient();
+    mount(witness);
+    await until(() => witness.listCalls >= 7, 3000, 'six polls of the witness');
     expect(client.listCalls).toBe(calls);
   });
 

@@ -42,7 +42,10 @@ class CallsClient extends FakeClient {
   calls: HeldCall[] = [];
   decided: { id: string; how: 'approve' | 'deny' }[] = [];
   callError: Error | null = null;
+  /** how many times svc review has asked for the held calls (once a poll) */
+  heldPolls = 0;
   async heldCalls() {
+    this.heldPolls++;
     return this.calls.map((c) => ({ ...c }));
   }
   async approveCall(id: string) {
@@ -91,8 +94,10 @@ describe('held calls in svc review', () => {
     expect(lines[callLine + 1]).toContain('{"path":"/home/me/notes.txt"}');
     expect(ui.frame()).toMatch(/1 held · 1 pending · admin/);
     await until(() => expect(rings).toBe(1));
-    // the next polls do not ring again for the same call
-    await new Promise((r) => setTimeout(r, 100));
+    // the next polls do not ring again for the same call: two more polls, the first of them
+    // answered and shown by the time the second asks
+    const polled = client.heldPolls;
+    await until(() => client.heldPolls >= polled + 2, 3000, 'two more polls of the held calls');
     expect(rings).toBe(1);
   });
 

@@ -158,14 +158,3 @@ export async function startModernRiskyServer() {
     },
   };
 }
-
-/** Polls `check` until it answers something truthy; fails with `what` when the deadline passes. */
-export async function eventually<T>(check: () => Promise<T> | T, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
