@@ -10,6 +10,7 @@ import { openTeamStore, poolConfig, redactDatabaseUrl, type TeamStore } from '..
 import { appliedVersions, migrate, MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../src/store/postgres/migrations.js';
 import { postgresRepositories } from '../src/store/postgres/repositories.js';
 import type { AccessRequestRecord, UserRecord } from '../src/store/schema.js';
+import { eventually } from './helpers/wait.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
 
@@ -38,14 +39,6 @@ const draft = (client: string): AccessRequestRecord => ({
 });
 const user = (id: string, username = id): UserRecord => ({ id, username, role: 'user', password_hash: 'x', created_at: new Date(NOW).toISOString() });
 
-/** Polls `check` until it holds; fails naming `what` when `ms` runs out. */
-async function eventually(what: string, check: () => boolean | Promise<boolean>, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe.skipIf(!available)('the team store on PostgreSQL', () => {
   let server: TestPostgres;
@@ -163,7 +156,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
       b.repos.providers.onChange((key, p) => heard.push([key, p?.base_url]));
       const provider = { name: 'p1', base_url: 'http://127.0.0.1:1/v1', api_key: null, models: [], discovered_models: [], discovered_at: null, discovery_error: null, timeout_ms: 1000, created_at: new Date(NOW).toISOString() };
       await a.repos.providers.put(provider);
-      await eventually('the new provider to reach the other replica', () => heard.length === 1);
+      await eventually(() => heard.length === 1, 'the new provider to reach the other replica');
       await a.repos
         .transaction(async (t) => {
           await t.providers.put({ ...provider, name: 'never' });
@@ -171,7 +164,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
         })
         .catch(() => undefined);
       await a.repos.providers.delete('p1');
-      await eventually('the removal to reach the other replica', () => heard.length === 2);
+      await eventually(() => heard.length === 2, 'the removal to reach the other replica');
       // a follower reads each changed record as it is when it hears of it
       expect(heard).toEqual([
         ['p1', 'http://127.0.0.1:1/v1'],
@@ -202,7 +195,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
       } finally {
         await server.startServer();
       }
-      await eventually('a read to succeed again', () => store.repos.users.get('u1').then((u) => u !== undefined, () => false), 10_000);
+      await eventually(() => store.repos.users.get('u1').then((u) => u !== undefined, () => false), 'a read to succeed again', 10_000);
       await store.repos.users.put(user('u2'));
       expect(await store.repos.users.count()).toBe(2);
       expect(errors.join('\n')).not.toContain(server.password);

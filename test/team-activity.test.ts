@@ -13,6 +13,7 @@ import { Secret, type Config } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { StoreUnavailableError } from '../src/store/durable-file.js';
 import { openTeamStore } from '../src/store/postgres/connect.js';
+import { eventually } from './helpers/wait.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
@@ -23,16 +24,6 @@ import { startUpstream } from './helpers/upstream.js';
 const available = needs(postgresBinDir() !== null, 'team server activity (replicas on PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-/** Polls `check` until it answers something; fails naming `what` when `ms` runs out. */
-async function eventually<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () => {
   let pg: TestPostgres;
@@ -96,10 +87,10 @@ describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () =
 
     for (const replica of team.replicas) {
       const person = await new Api(replica.url).login('admin', team.password);
-      const events = await eventually(`replica ${replica.url} to list all 6 calls`, async () => {
+      const events = await eventually(async () => {
         const listed = await listedBy(replica, person, team.grant);
         return listed.length === 6 ? listed : undefined;
-      });
+      }, `replica ${replica.url} to list all 6 calls`);
       // newest first, with ids every replica agrees on
       const ids = events.map((e) => Number(e.id));
       expect([...ids].sort((a, b) => b - a)).toEqual(ids);
@@ -129,14 +120,14 @@ describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () =
       for (let i = 0; i < n; i++) expect((await app.get('/v1/models', team.bearer)).status).toBe(200);
     };
     await calls(4);
-    await eventually('the 4 old calls written', async () => ((await listedBy(team.replicas[0], person, team.grant)).length === 4 ? true : undefined));
+    await eventually(async () => ((await listedBy(team.replicas[0], person, team.grant)).length === 4 ? true : undefined), 'the 4 old calls written');
     clock.advance(31 * DAY_MS);
     await calls(4);
     const later = await new Api(team.replicas[0].url).login('admin', team.password);
-    const all = await eventually('all 8 calls written', async () => {
+    const all = await eventually(async () => {
       const listed = await listedBy(team.replicas[0], later, team.grant);
       return listed.length === 8 ? listed : undefined;
-    });
+    }, 'all 8 calls written');
 
     // what the hourly sweep runs, on one replica: the 4 past 30 days go, then the oldest beyond 3
     expect(await team.replicas[1].activity.dropOld()).toBe(5);
@@ -185,10 +176,10 @@ describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () =
     } finally {
       await pg.startServer();
     }
-    const events = await eventually('the waiting events written once the database answers', async () => {
+    const events = await eventually(async () => {
       const listed = await activity.list({ limit: 10 }).catch(() => []);
       return listed.length === 3 ? listed : undefined;
-    });
+    }, 'the waiting events written once the database answers');
     expect(events.map((e) => e.tokens_in)).toEqual([3, 2, 1]);
     expect(await activity.usageOf('grant-1')).toEqual({ calls: 3, refused: 0, tokens_in: 6, tokens_out: 3, last_used_at: events[0].time, today: { calls: 3, tokens: 9 } });
     // a day later, today's counts start again; the totals stay

@@ -26,6 +26,7 @@ import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { startUpstream } from './helpers/upstream.js';
 import { startRiskyServer } from './helpers/risky-mcp.js';
+import { eventually } from './helpers/wait.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
@@ -34,25 +35,6 @@ import { needs } from './helpers/requirements.js';
 const execFileAsync = promisify(execFile);
 const available = needs(postgresBinDir() !== null, 'team server (replicas on PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
 
-/** Polls `check` until it holds; fails naming `what` when `ms` runs out. */
-async function eventually(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** Polls `check` until it answers something; fails naming `what` when `ms` runs out. */
-async function eventuallyValue<T>(what: string, check: () => Promise<T | undefined>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 interface Team {
   balancer: Balancer;
@@ -233,14 +215,14 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect((await admin.post('/svc/v1/providers', { name: 'shared', base_url: upstream.url })).status).toBe(201);
     const g = await teamGrant(team, admin, { limits: { tokens_per_day: 3 } });
     for (const r of team.replicas) {
-      await eventually('the model on every replica', async () => ((await new Api(r.url).get('/v1/models', g.bearer)).body.data ?? []).length > 0);
+      await eventually(async () => ((await new Api(r.url).get('/v1/models', g.bearer)).body.data ?? []).length > 0, 'the model on every replica');
     }
     const chat = () => team.api().post('/v1/chat/completions', { model: 'fake-model', messages: [{ role: 'user', content: 'a' }] }, g.bearer);
     // two tokens each, one on each replica: 4 counted, over the budget of 3
     for (let i = 0; i < 2; i++) expect((await chat()).status).toBe(200);
     // each answer's count is written as it ends, where every replica reads it
     const usage = team.replicas[0].deps.repos.grantUsage!;
-    await eventually('both answers counted', async () => (await usage.tokensOn(g.id, localDay(Date.now()))) >= 4);
+    await eventually(async () => (await usage.tokensOn(g.id, localDay(Date.now()))) >= 4, 'both answers counted');
     // neither replica alone saw more than 2: both refuse now
     for (let i = 0; i < 2; i++) {
       const refused = await chat();
@@ -259,10 +241,10 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     const g = await teamGrant(team, admin, { mcp_servers: [{ url: risky.url, instance_ids: [instance] }] });
     // delete_note is destructive: its default choice is ask
     const call = team.api().post(`/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { params: { id: 'n1' } }, g.bearer);
-    const holder = await eventuallyValue('the held call on the holding replica', async () => {
+    const holder = await eventually(async () => {
       for (const r of team.replicas) if ((await r.deps.repos.heldCalls!.list()).some((c) => c.view.status === 'pending')) return r;
       return undefined;
-    });
+    }, 'the held call on the holding replica');
     const other = team.replicas.find((r) => r !== holder)!;
     const person = await new Api(other.url).login('admin', team.password);
     const pending = (await person.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string; arguments: unknown }[];
@@ -317,9 +299,9 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
       const answers = [await app.get('/v1/models', bearer), await app.get('/v1/models', bearer)];
       return answers.every((a) => a.body.data.some((m: { owned_by: string }) => m.owned_by === 'shared') === present);
     };
-    await eventually('both replicas to list the new provider\'s models', () => listedOnBoth(true));
+    await eventually(() => listedOnBoth(true), 'both replicas to list the new provider\'s models');
     expect((await admin.delete('/svc/v1/providers/shared')).status).toBe(204);
-    await eventually('both replicas to drop them', () => listedOnBoth(false));
+    await eventually(() => listedOnBoth(false), 'both replicas to drop them');
   });
 
   it('an authorization started on one replica finishes on another, and its tokens work, refresh and end on every replica', async () => {
@@ -382,7 +364,7 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     await first.close();
     const restarted = await startTestDaemon({ dataDir, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, downloadAllowNetworks: ['127.0.0.0/8'] } });
     running.push(restarted);
-    await eventually('its own download to finish', async () => (await restarted.deps.repos.modelPulls.get('mine'))?.status === 'done');
+    await eventually(async () => (await restarted.deps.repos.modelPulls.get('mine'))?.status === 'done', 'its own download to finish');
     expect(createHash('sha256').update(body).digest('hex')).toBe((await restarted.deps.repos.modelPulls.get('mine'))?.sha256);
     expect(asked).toEqual(['/mine.bin']);
     expect((await restarted.deps.repos.modelPulls.get('theirs'))?.status).toBe('downloading');
@@ -404,10 +386,10 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     } finally {
       await pg.startServer();
     }
-    await eventually('both replicas to serve the session again', async () => {
+    await eventually(async () => {
       const answers = [await admin.get('/svc/v1/auth/me'), await admin.get('/svc/v1/auth/me')];
       return answers.every((a) => a.status === 200);
-    });
+    }, 'both replicas to serve the session again');
     // each replica follows the other's changes again (its listening connection came back by itself)
     const upstream = await startUpstream();
     running.push({ stop: () => upstream.close() });
@@ -415,10 +397,10 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     const bearer = { Authorization: `Bearer ${key.body.key}` };
     for (let i = 0; i < 2; i++) expect((await team.api().get('/v1/models', bearer)).body.data).toEqual([]);
     expect((await admin.post('/svc/v1/providers', { name: 'after', base_url: upstream.url })).status).toBe(201);
-    await eventually('both replicas to list the provider added after the outage', async () => {
+    await eventually(async () => {
       const answers = [await team.api().get('/v1/models', bearer), await team.api().get('/v1/models', bearer)];
       return answers.every((a) => a.body.data.length > 0);
-    });
+    }, 'both replicas to list the provider added after the outage');
     for (const r of team.replicas) {
       const logs = r.logs.join('\n');
       expect(logs).not.toContain(pg.password);
@@ -445,10 +427,10 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     } finally {
       proxy.thaw();
     }
-    await eventually('both replicas to serve the session again', async () => {
+    await eventually(async () => {
       const answers = [await admin.get('/svc/v1/auth/me'), await admin.get('/svc/v1/auth/me')];
       return answers.every((a) => a.status === 200);
-    });
+    }, 'both replicas to serve the session again');
   }, 60_000);
 
   it('a replica whose master key does not open the database refuses to start, naming the master key', async () => {
@@ -510,7 +492,7 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
       }
     };
     const writers = Array.from({ length: 8 }, (_, w) => writer(w));
-    await eventually('60 acknowledged writes', async () => acknowledged.length >= 60, 20_000);
+    await eventually(async () => acknowledged.length >= 60, '60 acknowledged writes', 20_000);
     process.kill(serve.pid, 'SIGKILL');
     killed = true;
     await Promise.all(writers);
