@@ -85,10 +85,14 @@ export class PostgresShared {
     for (const c of changes) for (const fn of this.listeners.get(c.table) ?? []) fn(c.key, c.record);
   }
 
-  /** One statement on the pool, outside any transaction: a read, or a write that is atomic alone (an upsert). */
-  async read(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+  /**
+   * One statement on the pool, outside any transaction: a read, or a write that is atomic alone (an
+   * upsert). A `name` makes it a prepared statement, parsed and planned once per connection: for
+   * the statements every call runs.
+   */
+  async read(sql: string, params: unknown[], name?: string): Promise<pg.QueryResult> {
     try {
-      return await this.pool.query(sql, params);
+      return await (name ? this.pool.query({ name, text: sql, values: params }) : this.pool.query(sql, params));
     } catch (err) {
       throw storeError(err);
     }
@@ -454,6 +458,7 @@ class PgBearerRecords implements BearerRecordRepository {
               (SELECT record FROM users WHERE key = $2) AS user_record,
               (SELECT record FROM oauth_state WHERE key = $3) AS ended_record`,
       [accessRequestId, userId, endedKey],
+      'svc_bearer_token',
     );
     const row = res.rows[0] as { grant_record: AccessRequestRecord | null; user_record: UserRecord | null; ended_record: OAuthStateRecord | null };
     return { record: frozenOrUndefined(row.grant_record), user: frozenOrUndefined(row.user_record), ended: frozenOrUndefined(row.ended_record) };
@@ -466,6 +471,7 @@ class PgBearerRecords implements BearerRecordRepository {
          LEFT JOIN users u ON u.key = k.record->>'user_id'
        WHERE k.key_hash = $1 ORDER BY k.seq LIMIT 1`,
       [keyHash],
+      'svc_bearer_key',
     );
     const row = res.rows[0] as { key_record: ApiKeyRecord; grant_record: AccessRequestRecord | null; user_record: UserRecord | null } | undefined;
     return row ? { key: deepFreeze(row.key_record), record: frozenOrUndefined(row.grant_record), user: frozenOrUndefined(row.user_record) } : {};
