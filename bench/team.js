@@ -7,7 +7,8 @@
 // served by the other on the very next call.
 import { randomBytes } from 'node:crypto';
 import { adminClient, fmt, grantToken, interleavedMany, oauthClient, percentile, request, setUpApp, startBalancer, startProcess, startSvc, startSvcWithToken, stop } from './lib/harness.js';
-import { benchPostgres } from './lib/postgres.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { benchPostgres, rollbacks } from './lib/postgres.js';
 
 const TARGETS = { chatOverFileMs: 0.1, writeP99Ms: 15, servedAfterRevoke: 0 };
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
@@ -137,9 +138,11 @@ export default async function runTeamBench(report, { quick = process.env.BENCH_Q
   try {
     const file = await startSvcWithToken({ upstreamUrl, env: limits });
     running.push(file);
-    const team = await startSvcWithToken({ upstreamUrl, env: { ...teamEnv, SVC_DATABASE_URL: await cluster.createDatabase() } });
+    const teamDb = await cluster.createDatabase();
+    const team = await startSvcWithToken({ upstreamUrl, env: { ...teamEnv, SVC_DATABASE_URL: teamDb } });
     running.push(team);
-    const team2 = await startBehindBalancer(2, { ...teamEnv, SVC_DATABASE_URL: await cluster.createDatabase() }, upstreamUrl, team.password);
+    const team2Db = await cluster.createDatabase();
+    const team2 = await startBehindBalancer(2, { ...teamEnv, SVC_DATABASE_URL: team2Db }, upstreamUrl, team.password);
     running.push(team2);
     // the file store behind the same balancer, for the two replicas to be read against
     const fileLb = await startBehindBalancer(1, limits, upstreamUrl);
@@ -175,14 +178,20 @@ export default async function runTeamBench(report, { quick = process.env.BENCH_Q
 
     const writeRounds = quick ? 100 : 300;
     const stores = [
-      ['file store', file.base, (await adminClient(file.base, file.password)).headers()],
-      ['one team replica', team.base, (await adminClient(team.base, team.password)).headers()],
-      ['two team replicas, through the balancer', team2.balancer.base, team2.admin.headers()],
+      ['file store', file.base, (await adminClient(file.base, file.password)).headers(), null],
+      ['one team replica', team.base, (await adminClient(team.base, team.password)).headers(), teamDb],
+      ['two team replicas, through the balancer', team2.balancer.base, team2.admin.headers(), team2Db],
     ];
-    for (const [label, base, session] of stores) {
+    for (const [label, base, session, db] of stores) {
+      // rolled back meanwhile: a serializable conflict run again would show here (a given database counts everyone's)
+      const rolledBefore = db && (await rollbacks(db));
       const w = await writes(base, session, writeRounds);
       const worst = Math.max(w.create.p99, w.approve.p99, w.revoke.p99);
-      const text = ['create', 'approve', 'revoke'].map((k) => `${k} p50 ${fmt(w[k].p50, 2)} p99 ${fmt(w[k].p99, 2)}`).join('; ');
+      let text = ['create', 'approve', 'revoke'].map((k) => `${k} p50 ${fmt(w[k].p50, 2)} p99 ${fmt(w[k].p99, 2)}`).join('; ');
+      if (db) {
+        await sleep(1100);
+        text += `; transactions rolled back ${(await rollbacks(db)) - rolledBefore}`;
+      }
       row(`create/approve/revoke on the ${label} (ms)`, text, `p99 < ${TARGETS.writeP99Ms}`, worst < TARGETS.writeP99Ms);
     }
 
