@@ -158,7 +158,12 @@ export default async function runTeamBench(report, { quick = process.env.BENCH_Q
       fileLb: { url: `${fileLb.balancer.base}/v1/chat/completions`, headers: bearer(fileLb.token) },
       team2Lb: { url: `${team2.balancer.base}/v1/chat/completions`, headers: bearer(team2.token) },
     };
-    for (let i = 0; i < 300; i++) for (const p of Object.values(paths)) await request(p.url, { method: 'POST', headers: p.headers, body });
+    // Warm-up: each daemon serves at least 300 calls first (each of the two replicas gets half of its balancer's).
+    const warm = async (p, n) => {
+      for (let i = 0; i < n; i++) await request(p.url, { method: 'POST', headers: p.headers, body });
+    };
+    for (let i = 0; i < 300; i++) for (const p of Object.values(paths)) await warm(p, 1);
+    await warm(paths.team2Lb, 300);
     const { p50, p99, errors } = await interleavedMany(paths, body, rounds);
     const row = (label, value, target, pass) => results.push({ label, value, target, pass });
     const overFile = p50.team - p50.file;
