@@ -11,9 +11,9 @@ import * as oidc from 'openid-client';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** Starts a node script and resolves with the first stdout line that matches `ready`. */
-export function startProcess(args, { env = {}, ready = /^(\d+)$/m } = {}) {
+export function startProcess(args, { env = {}, ready = /^(\d+)$/m, stdin = false } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: [stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
     let out = '';
     const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start:\n${out}`)), 20_000);
     child.stdout.on('data', (d) => {
@@ -71,10 +71,10 @@ export function percentile(sorted, p) {
 export const fmt = (n, digits = 3) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 
 /**
- * A real `svc serve` (its own process, temp data dir, file-held master key) with a provider,
- * an OAuth client, an approved grant and an access token from the real authorization-code flow.
+ * A real `svc serve` (its own process, temp data dir, file-held master key). `password` is the
+ * admin's, when this start printed one (a team replica joining a database set up by another does not).
  */
-export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_user_user', env = {}, nodeArgs = [] }) {
+export async function startSvc({ env = {}, nodeArgs = [] } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
   // BENCH_PROFILE=<dir>: the daemon writes a CPU and a heap-sampling profile there when it stops
   // (summarised by `node bench/lib/profile-summary.js <dir>`).
@@ -85,16 +85,22 @@ export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_use
     env: { SVC_KEYCHAIN: 'file', SVC_RATE_LIMIT_CLIENT: '0', SVC_RATE_LIMIT_ADDRESS: '0', ...env },
     ready: /svc listening on (http:\/\/\S+)/,
   });
-  const base = daemon.match[1];
-  const password = /^\s{4}(\S+)$/m.exec(daemon.output())[1];
+  return {
+    base: daemon.match[1],
+    pid: daemon.child.pid,
+    password: /^\s{4}(\S+)$/m.exec(daemon.output())?.[1] ?? null,
+    async close() {
+      await stop(daemon.child);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A cookie-keeping client of svc at `base` (a daemon or a balancer), logged in as the admin. */
+export async function adminClient(base, password) {
   const jar = new Map();
-  const call = async (method, p, body, extra = {}) => {
-    const res = await fetch(base + p, {
-      method,
-      redirect: 'manual',
-      headers: { ...(body ? { 'Content-Type': 'application/json' } : {}), Cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '), ...extra },
-      body: body ? JSON.stringify(body) : undefined,
-    });
+  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  const keep = (res) => {
     for (const c of res.headers.getSetCookie()) {
       const [pair] = c.split(';');
       const at = pair.indexOf('=');
@@ -102,39 +108,72 @@ export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_use
     }
     return res;
   };
-  await call('POST', '/svc/v1/auth/login', { username: 'admin', password });
-  if (upstreamUrl) await call('POST', '/svc/v1/providers', { name: 'bench', base_url: upstreamUrl });
-  const instanceId = mcpUrl ? (await (await call('POST', '/svc/v1/mcps', { name: 'bench', url: mcpUrl })).json()).instance.id : undefined;
+  const call = async (method, p, body, extra = {}) =>
+    keep(
+      await fetch(base + p, {
+        method,
+        redirect: 'manual',
+        headers: { ...(body ? { 'Content-Type': 'application/json' } : {}), Cookie: cookie(), ...extra },
+        body: body ? JSON.stringify(body) : undefined,
+      }),
+    );
+  const login = await call('POST', '/svc/v1/auth/login', { username: 'admin', password });
+  if (!login.ok) throw new Error(`login on ${base}: ${login.status}`);
+  /** the session's headers, for a JSON request sent another way */
+  const headers = () => ({ 'Content-Type': 'application/json', Cookie: cookie() });
+  return { base, call, cookie, keep, headers };
+}
+
+/** An OAuth client registered by `admin`, with its discovered configuration. */
+export async function oauthClient(admin) {
   const redirect = 'http://127.0.0.1:65011/cb';
-  const client = await (await call('POST', '/admin/v1/clients', { name: 'bench', redirect_uris: [redirect] })).json();
-  const created = await (await call('POST', '/svc/v1/apps/request-access', { app_client_id: client.client.client_id, flow_type: 'popup', requested_role: role, requested: { version: '1', mcp_servers: mcpUrl ? [{ url: mcpUrl }] : [] } })).json();
+  const client = await (await admin.call('POST', '/admin/v1/clients', { name: 'bench', redirect_uris: [redirect] })).json();
+  const config = await oidc.discovery(new URL(`${admin.base}/oauth`), client.client.client_id, undefined, oidc.ClientSecretBasic(client.client_secret), { execute: [oidc.allowInsecureRequests] });
+  return { clientId: client.client.client_id, redirect, config };
+}
+
+/**
+ * An access request for `client` approved by `admin`, and an access token for it from the real
+ * authorization-code flow; answers the token and the access request's id.
+ */
+export async function grantToken(admin, client, { role = 'scope_user_user', mcpUrl, instanceId } = {}) {
+  const created = await (await admin.call('POST', '/svc/v1/apps/request-access', { app_client_id: client.clientId, flow_type: 'popup', requested_role: role, requested: { version: '1', mcp_servers: mcpUrl ? [{ url: mcpUrl }] : [] } })).json();
   const approved = await (
-    await call('PUT', `/svc/v1/access-requests/${created.id}/approve`, { approved_role: role, approved: { version: '1', mcp_servers: mcpUrl ? [{ url: mcpUrl, instance_ids: [instanceId] }] : [] } })
+    await admin.call('PUT', `/svc/v1/access-requests/${created.id}/approve`, { approved_role: role, approved: { version: '1', mcp_servers: mcpUrl ? [{ url: mcpUrl, instance_ids: [instanceId] }] : [] } })
   ).json();
-  const config = await oidc.discovery(new URL(`${base}/oauth`), client.client.client_id, undefined, oidc.ClientSecretBasic(client.client_secret), { execute: [oidc.allowInsecureRequests] });
   const verifier = oidc.randomPKCECodeVerifier();
+  const { config, redirect } = client;
   let url = oidc.buildAuthorizationUrl(config, { redirect_uri: redirect, scope: approved.access_request_scope, code_challenge: await oidc.calculatePKCECodeChallenge(verifier), code_challenge_method: 'S256' }).href;
   while (!url.startsWith(redirect)) {
-    const res = await fetch(url, { redirect: 'manual', headers: { Cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; ') } });
-    for (const c of res.headers.getSetCookie()) {
-      const [pair] = c.split(';');
-      const at = pair.indexOf('=');
-      if (pair.slice(at + 1)) jar.set(pair.slice(0, at), pair.slice(at + 1));
-    }
+    const res = admin.keep(await fetch(url, { redirect: 'manual', headers: { Cookie: admin.cookie() } }));
     url = new URL(res.headers.get('location'), url).href;
   }
   const tokens = await oidc.authorizationCodeGrant(config, new URL(url), { pkceCodeVerifier: verifier });
-  return {
-    base,
-    pid: daemon.child.pid,
-    password,
-    token: tokens.access_token,
-    instanceId,
-    async close() {
-      await stop(daemon.child);
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  return { token: tokens.access_token, requestId: created.id };
+}
+
+/** Through `admin`: a provider at `upstreamUrl` and an MCP server at `mcpUrl` (each when given), and an app token. */
+export async function setUpApp(admin, { upstreamUrl, mcpUrl, role = 'scope_user_user' } = {}) {
+  if (upstreamUrl) await admin.call('POST', '/svc/v1/providers', { name: 'bench', base_url: upstreamUrl });
+  const instanceId = mcpUrl ? (await (await admin.call('POST', '/svc/v1/mcps', { name: 'bench', url: mcpUrl })).json()).instance.id : undefined;
+  const client = await oauthClient(admin);
+  const { token } = await grantToken(admin, client, { role, mcpUrl, instanceId });
+  return { token, instanceId };
+}
+
+/**
+ * A real `svc serve` (see startSvc) with a provider, an OAuth client, an approved grant and an
+ * access token from the real authorization-code flow.
+ */
+export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_user_user', env = {}, nodeArgs = [] }) {
+  const svc = await startSvc({ env, nodeArgs });
+  try {
+    const { token, instanceId } = await setUpApp(await adminClient(svc.base, svc.password), { upstreamUrl, mcpUrl, role });
+    return { ...svc, token, instanceId };
+  } catch (err) {
+    await svc.close();
+    throw err;
+  }
 }
 
 /**
@@ -183,4 +222,29 @@ export async function interleavedMany(paths, body, rounds, metric = 'total') {
     p99[name] = percentile(list, 99);
   }
   return { p50, p99, errors };
+}
+
+/**
+ * bench/lib/balancer.js in its own process (as the floor proxy runs in its own). It listens at
+ * once; `route(targets)` gives it the daemons to take turns on, once they run.
+ */
+export async function startBalancer() {
+  const proc = await startProcess(['bench/lib/balancer.js'], { stdin: true });
+  return {
+    base: `http://127.0.0.1:${proc.match[1]}`,
+    child: proc.child,
+    route(targets) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the balancer did not take its targets:\n${proc.output()}`)), 10_000);
+        const heard = () => {
+          if (!/^targets \d+$/m.test(proc.output())) return;
+          clearTimeout(timer);
+          proc.child.stdout.off('data', heard);
+          resolve();
+        };
+        proc.child.stdout.on('data', heard);
+        proc.child.stdin.write(`${targets.join(',')}\n`);
+      });
+    },
+  };
 }

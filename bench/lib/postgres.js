@@ -78,3 +78,17 @@ export async function benchPostgres() {
     },
   };
 }
+
+/**
+ * Transactions rolled back on the database at `url` so far (a serializable conflict that svc ran
+ * again counts here), as PostgreSQL's statistics hold them (flushed by each backend within a second).
+ */
+export async function rollbacks(url) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query('SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()')).rows[0].xact_rollback);
+  } finally {
+    await client.end();
+  }
+}

@@ -142,18 +142,25 @@ export class ApiKeyVerifier implements ApiKeyBearer {
 
   async verify(credential: string): Promise<BearerGrant> {
     const fail = (message: string) => invalidToken(message, this.metadataUrl());
-    const key = await this.repos.apiKeys.findByHash(hashKey(credential));
+    const { key, record, user } = await this.records(hashKey(credential));
     if (!key) throw fail('The API key is not known.');
     if (key.revoked_at) throw fail('The API key was revoked.');
     if (key.expires_at && Date.parse(key.expires_at) <= this.clock()) throw fail('The API key has expired.');
-    // the grant and its owner are read together: one round trip's time on a remote store
-    const [record, user] = await Promise.all([this.repos.accessRequests.get(key.access_request_id), this.repos.users.get(key.user_id)]);
     if (!record || record.status !== 'approved' || !record.approved_role) throw fail('The grant behind this API key is not approved (revoked or gone).');
     const clientId = keyClientId(key.id);
     if (record.app_client_id !== clientId || record.user_id !== key.user_id) throw fail('The grant behind this API key belongs to another client or user.');
     if (!user) throw fail('The owner of this API key no longer exists.');
     // Never above what the owner may grant now (decisions: Access requests).
     return { record, user, role: lowerAppRole(record.approved_role, maxGrantableRole(user.role)), clientId, audience: null };
+  }
+
+  /** The key, its grant and its owner: in one statement where the store offers it, else the key and then the other two at once. */
+  private async records(keyHash: string): Promise<{ key?: ApiKeyRecord; record?: AccessRequestRecord; user?: UserRecord }> {
+    if (this.repos.bearerRecords) return this.repos.bearerRecords.forKey(keyHash);
+    const key = await this.repos.apiKeys.findByHash(keyHash);
+    if (!key) return {};
+    const [record, user] = await Promise.all([this.repos.accessRequests.get(key.access_request_id), this.repos.users.get(key.user_id)]);
+    return { key, record, user };
   }
 
   async attempted(credential: string) {

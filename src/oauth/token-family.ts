@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { OAuthStateRecord } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 
 /**
@@ -29,8 +30,13 @@ export async function markGrantEnded(repos: Repositories, grantId: string, now: 
   await repos.oauthState.put({ model: ENDED_GRANT, id, payload: '', grant_id: null, expires_at: now + ACCESS_TOKEN_TTL_S * 1000 + 60_000, created_at: now });
 }
 
+/** The oauthState key under which the end of the grant a token's GRANT_CLAIM names is marked. */
+export const endedGrantKey = (claim: string) => rowKey({ model: ENDED_GRANT, id: claim });
+
+/** Whether an ended-grant mark (read under endedGrantKey) still holds. */
+export const endedMarkHolds = (row: OAuthStateRecord | undefined, now: number) => row !== undefined && (row.expires_at === null || row.expires_at > now);
+
 /** Whether the grant a token's GRANT_CLAIM names has ended. */
 export async function grantEnded(repos: Repositories, claim: string, now: number): Promise<boolean> {
-  const row = await repos.oauthState.get(rowKey({ model: ENDED_GRANT, id: claim }));
-  return row !== undefined && (row.expires_at === null || row.expires_at > now);
+  return endedMarkHolds(await repos.oauthState.get(endedGrantKey(claim)), now);
 }

@@ -251,6 +251,37 @@ describe.each(implementations)('repositories: %s', (_name, make) => {
     expect(await repos.users.findByName('bob')).toBeUndefined();
   });
 
+  it("bearerRecords, where offered, answers what the separate reads answer, each time afresh", async (ctx) => {
+    const repos = await make();
+    if (!repos.bearerRecords) return ctx.skip();
+    const reads = repos.bearerRecords;
+    const grant = request({ status: 'approved', user_id: 'u1' });
+    await repos.accessRequests.put(grant);
+    await repos.users.put(user('u1'));
+    expect(await reads.forToken(grant.id, 'u1', null)).toEqual({ record: grant, user: user('u1'), ended: undefined });
+    expect(await reads.forToken('gone', 'nobody', 'EndedGrant:none')).toEqual({ record: undefined, user: undefined, ended: undefined });
+    const mark = { model: 'EndedGrant', id: 'g1', payload: '', grant_id: null, expires_at: NOW + 1000, created_at: NOW };
+    await repos.oauthState.put(mark);
+    expect((await reads.forToken(grant.id, 'u1', 'EndedGrant:g1')).ended).toEqual(mark);
+    // a revoke shows on the very next read
+    await repos.accessRequests.update(grant.id, (r) => {
+      r.status = 'revoked';
+    });
+    expect((await reads.forToken(grant.id, 'u1', null)).record?.status).toBe('revoked');
+
+    const key: ApiKeyRecord = { id: 'k1', name: 'k', user_id: 'u1', access_request_id: grant.id, key_hash: 'abc', created_at: new Date(NOW).toISOString(), expires_at: null, revoked_at: null };
+    await repos.apiKeys.put(key);
+    expect(await reads.forKey('abc')).toEqual({ key, record: await repos.accessRequests.get(grant.id), user: user('u1') });
+    expect(await reads.forKey('nothing')).toEqual({});
+    await repos.apiKeys.put({ ...key, revoked_at: new Date(NOW).toISOString() });
+    expect((await reads.forKey('abc')).key?.revoked_at).not.toBeNull();
+    await repos.users.delete('u1');
+    await repos.accessRequests.delete(grant.id);
+    expect(await reads.forKey('abc')).toEqual({ key: { ...key, revoked_at: new Date(NOW).toISOString() }, record: undefined, user: undefined });
+    // what it hands out is a value, as every read's
+    expect(Object.isFrozen((await reads.forKey('abc')).key)).toBe(true);
+  });
+
   it('keeps tool lists by instance, and single values', async () => {
     const repos = await make();
     expect(await repos.mcpTools.get('i1')).toBeUndefined();

@@ -182,6 +182,18 @@ export interface GrantUsageRepository {
   tokensOn(grantId: string, day: string): Promise<number>;
 }
 
+/**
+ * The records a Bearer call stands on, read in one statement: a remote store answers in one round
+ * trip what would take three reads. Each answer is what the separate reads would answer at that
+ * moment (nothing is kept between calls), so a revoke counts from the next call as before.
+ */
+export interface BearerRecordRepository {
+  /** A token's grant, its subject, and the oauthState row under `endedKey` (when given). */
+  forToken(accessRequestId: string, userId: string, endedKey: string | null): Promise<{ record?: AccessRequestRecord; user?: UserRecord; ended?: OAuthStateRecord }>;
+  /** The API key with this hash (the first stored, as findByHash), its grant and its owner. */
+  forKey(keyHash: string): Promise<{ key?: ApiKeyRecord; record?: AccessRequestRecord; user?: UserRecord }>;
+}
+
 export interface Repositories extends RepositorySet {
   /**
    * Where login failures are counted when other processes serve the same data (a team server);
@@ -192,6 +204,8 @@ export interface Repositories extends RepositorySet {
   heldCalls?: HeldCallRepository;
   /** Per-grant usage where every replica counts it (a team server); absent, this process counts it. */
   grantUsage?: GrantUsageRepository;
+  /** The Bearer check's reads in one statement (a team server); absent, they are read one by one. */
+  bearerRecords?: BearerRecordRepository;
   /**
    * Runs `fn` as one atomic change across repositories: every write in it becomes durable
    * together or not at all, and its reads see its own writes and every change acknowledged before

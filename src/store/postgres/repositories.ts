@@ -7,6 +7,7 @@ import type { AliasRecord, OAuthClientRecord, OAuthStateRecord, ProviderRecord, 
 import {
   type AccessRequestRepository,
   type ApiKeyRepository,
+  type BearerRecordRepository,
   type DraftCaps,
   draftCapFromCounts,
   type DraftInsert,
@@ -84,10 +85,14 @@ export class PostgresShared {
     for (const c of changes) for (const fn of this.listeners.get(c.table) ?? []) fn(c.key, c.record);
   }
 
-  /** One statement on the pool, outside any transaction: a read, or a write that is atomic alone (an upsert). */
-  async read(sql: string, params: unknown[]): Promise<pg.QueryResult> {
+  /**
+   * One statement on the pool, outside any transaction: a read, or a write that is atomic alone (an
+   * upsert). A `name` makes it a prepared statement, parsed and planned once per connection: for
+   * the statements every call runs.
+   */
+  async read(sql: string, params: unknown[], name?: string): Promise<pg.QueryResult> {
     try {
-      return await this.pool.query(sql, params);
+      return await (name ? this.pool.query({ name, text: sql, values: params }) : this.pool.query(sql, params));
     } catch (err) {
       throw storeError(err);
     }
@@ -440,6 +445,41 @@ class PgGrantUsage implements GrantUsageRepository {
   }
 }
 
+/**
+ * The Bearer check's records in one statement each: a call then waits for one round trip, and one
+ * server process, instead of three. Read on every call, never kept.
+ */
+class PgBearerRecords implements BearerRecordRepository {
+  constructor(private readonly shared: PostgresShared) {}
+
+  async forToken(accessRequestId: string, userId: string, endedKey: string | null) {
+    const res = await this.shared.read(
+      `SELECT (SELECT record FROM access_requests WHERE key = $1) AS grant_record,
+              (SELECT record FROM users WHERE key = $2) AS user_record,
+              (SELECT record FROM oauth_state WHERE key = $3) AS ended_record`,
+      [accessRequestId, userId, endedKey],
+      'svc_bearer_token',
+    );
+    const row = res.rows[0] as { grant_record: AccessRequestRecord | null; user_record: UserRecord | null; ended_record: OAuthStateRecord | null };
+    return { record: frozenOrUndefined(row.grant_record), user: frozenOrUndefined(row.user_record), ended: frozenOrUndefined(row.ended_record) };
+  }
+
+  async forKey(keyHash: string) {
+    const res = await this.shared.read(
+      `SELECT k.record AS key_record, a.record AS grant_record, u.record AS user_record FROM api_keys k
+         LEFT JOIN access_requests a ON a.key = k.access_request_id
+         LEFT JOIN users u ON u.key = k.record->>'user_id'
+       WHERE k.key_hash = $1 ORDER BY k.seq LIMIT 1`,
+      [keyHash],
+      'svc_bearer_key',
+    );
+    const row = res.rows[0] as { key_record: ApiKeyRecord; grant_record: AccessRequestRecord | null; user_record: UserRecord | null } | undefined;
+    return row ? { key: deepFreeze(row.key_record), record: frozenOrUndefined(row.grant_record), user: frozenOrUndefined(row.user_record) } : {};
+  }
+}
+
+const frozenOrUndefined = <T>(record: T | null): T | undefined => (record === null ? undefined : deepFreeze(record));
+
 function repositorySet(scope: Scope): RepositorySet {
   return {
     accessRequests: new PgAccessRequests(scope),
@@ -476,6 +516,7 @@ export function postgresRepositories(pool: pg.Pool): PostgresRepositories {
     loginFailures: new PgLoginFailures(shared),
     heldCalls: new PgRecords(scope0, TABLES.held_calls) as HeldCallRepository,
     grantUsage: new PgGrantUsage(shared),
+    bearerRecords: new PgBearerRecords(shared),
     transaction: (fn) => shared.transaction((tx) => fn(repositorySet({ shared, tx }))),
   };
 }
