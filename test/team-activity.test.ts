@@ -107,6 +107,9 @@ describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () =
       const tokensOut = events.reduce((n, e) => n + (e.tokens_out ?? 0), 0);
       expect(tokensIn + tokensOut).toBeGreaterThan(0);
       expect(review.body.usage).toEqual({ calls: 6, refused: 0, tokens_in: tokensIn, tokens_out: tokensOut, last_used_at: events[0].time, today: { calls: 6, tokens: tokensIn + tokensOut } });
+      // the list reads the usage of all its grants at once, and says the same
+      const listed = (await person.get('/svc/v1/access-requests')).body.data as { id: string; usage?: unknown; user: string | null }[];
+      expect(listed.find((r) => r.id === team.grant)).toMatchObject({ usage: review.body.usage, user: 'admin' });
     }
   }, 60_000);
 

@@ -103,32 +103,45 @@ function listAccessRequestsRoute(deps: AppDeps, service: AccessRequestsService):
     errors: [400, 401],
     async handler(ctx, { query }) {
       const rows = await service.list(ctx.state.user!, query.status);
-      return { data: await Promise.all(rows.map((r) => listedRequest(deps, service, r))) };
+      return { data: await listedRequests(deps, service, rows) };
     },
   });
 }
 
-/** One request as the list shows it: the app as it is known, the figures, and who decided it. */
-async function listedRequest(deps: AppDeps, service: AccessRequestsService, r: AccessRequestRecord) {
-  const client = clientView(r, await service.appInfoFor(r));
-  return {
-    id: r.id,
-    app_client_id: r.app_client_id,
-    ...client,
-    flow_type: r.flow_type,
-    ...(r.redirect_url ? { redirect_url: r.redirect_url } : {}),
-    status: r.status,
-    requested_role: r.requested_role,
-    approved_role: r.approved_role,
-    requested: r.requested,
-    approved: r.approved,
-    created_at: r.created_at,
-    expires_at: r.expires_at,
-    decided_at: r.decided_at,
-    ...(r.replaced_by ? { replaced_by: r.replaced_by } : {}),
-    ...(await service.figuresOf(r)),
-    user: r.user_id ? ((await deps.repos.users.get(r.user_id))?.username ?? null) : null,
+/**
+ * The requests as the list shows them: the app as it is known, the figures, and who decided it.
+ * What each row needs from the store is read once for the list (the usage in one read, each app
+ * and each person once), so a long list costs a few reads, not a few per row.
+ */
+async function listedRequests(deps: AppDeps, service: AccessRequestsService, rows: AccessRequestRecord[]) {
+  const figures = await service.figuresOfMany(rows);
+  const once = <T>(fetch: (key: string) => Promise<T>) => {
+    const seen = new Map<string, Promise<T>>();
+    return (key: string) => seen.get(key) ?? seen.set(key, fetch(key)).get(key)!;
   };
+  const firstOf = new Map(rows.map((r) => [r.app_client_id, r] as const));
+  const appOf = once((clientId) => service.appInfoFor(firstOf.get(clientId)!));
+  const usernameOf = once(async (userId) => (await deps.repos.users.get(userId))?.username ?? null);
+  return Promise.all(
+    rows.map(async (r) => ({
+      id: r.id,
+      app_client_id: r.app_client_id,
+      ...clientView(r, await appOf(r.app_client_id)),
+      flow_type: r.flow_type,
+      ...(r.redirect_url ? { redirect_url: r.redirect_url } : {}),
+      status: r.status,
+      requested_role: r.requested_role,
+      approved_role: r.approved_role,
+      requested: r.requested,
+      approved: r.approved,
+      created_at: r.created_at,
+      expires_at: r.expires_at,
+      decided_at: r.decided_at,
+      ...(r.replaced_by ? { replaced_by: r.replaced_by } : {}),
+      ...figures.get(r.id),
+      user: r.user_id ? await usernameOf(r.user_id) : null,
+    })),
+  );
 }
 
 /** What the review page shows of one request. */

@@ -58,6 +58,16 @@ export function decisionRedirect(record: AccessRequestRecord): string | undefine
  * The access-request lifecycle (decisions: Access requests). Every check and its state change are
  * one conditional write, so of two concurrent decisions exactly one sees `draft`.
  */
+/** Where a grant's usage comes from (the activity): one grant, or many in one read. */
+export interface UsageSource {
+  usageOf(grantId: string): Promise<GrantUsage>;
+  usagesOf(grantIds: string[]): Promise<Map<string, GrantUsage>>;
+}
+
+const NONE: GrantUsage = { calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, today: { calls: 0, tokens: 0 } };
+/** No activity kept (the unit tests): every grant unused. */
+const NO_USAGE: UsageSource = { usageOf: async () => NONE, usagesOf: async (ids) => new Map(ids.map((id) => [id, NONE])) };
+
 export class AccessRequestsService {
   constructor(
     private readonly repos: Repositories,
@@ -65,13 +75,20 @@ export class AccessRequestsService {
     private readonly logger: Logger,
     private readonly appInfo: AppInfoLookup = async () => undefined,
     private readonly limits: { draftsPerClient: number; drafts: number } = { draftsPerClient: 20, drafts: 1000 },
-    private readonly usage: (grantId: string) => Promise<GrantUsage> = async () => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, today: { calls: 0, tokens: 0 } }),
+    private readonly usage: UsageSource = NO_USAGE,
   ) {}
 
   /** A grant's usage and limits, for the surfaces that show a decided request; nothing for one never approved. */
   async figuresOf(record: AccessRequestRecord): Promise<{ usage?: GrantUsage; limits?: ReturnType<typeof normalLimits> }> {
     if (record.status !== 'approved' && record.status !== 'revoked') return {};
-    return { usage: await this.usage(record.id), limits: this.limitsOf(record) };
+    return { usage: await this.usage.usageOf(record.id), limits: this.limitsOf(record) };
+  }
+
+  /** figuresOf for a whole list, with one read of the usage, whatever the list's length. */
+  async figuresOfMany(records: AccessRequestRecord[]): Promise<Map<string, Awaited<ReturnType<AccessRequestsService['figuresOf']>>>> {
+    const decided = records.filter((r) => r.status === 'approved' || r.status === 'revoked');
+    const usages = await this.usage.usagesOf(decided.map((r) => r.id));
+    return new Map(records.map((r) => [r.id, usages.has(r.id) ? { usage: usages.get(r.id)!, limits: this.limitsOf(r) } : {}]));
   }
 
   /** The limits in force on a grant (none set: both null). */

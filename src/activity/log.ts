@@ -177,6 +177,10 @@ export class ActivityLog implements ActivityStore {
     return usageFromTotals(this.totalsFor(grantId));
   }
 
+  async usagesOf(grantIds: string[]): Promise<Map<string, GrantUsage>> {
+    return new Map(grantIds.map((id) => [id, usageFromTotals(this.totalsFor(id))]));
+  }
+
   /** Writes what is buffered: one append and one fdatasync. */
   flush(): Promise<void> {
     if (this.timer) {

@@ -14,6 +14,8 @@ export interface ActivityStore {
   grantTotals(grantId: string): Promise<GrantTotals>;
   /** A grant's usage as the API shows it. */
   usageOf(grantId: string): Promise<GrantUsage>;
+  /** The usage of many grants in one read (a list of requests), whatever their number. */
+  usagesOf(grantIds: string[]): Promise<Map<string, GrantUsage>>;
   /** Removes the events past the bounds (days and number); answers how many went. */
   dropOld(): Promise<number>;
   /** Writes what is waiting. */

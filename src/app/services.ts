@@ -57,7 +57,7 @@ export async function createServices(deps: AppDeps, activity: ActivityStore): Pr
     deps.logger,
     appInfo,
     { draftsPerClient: deps.config.maxDraftsPerClient, drafts: deps.config.maxDrafts },
-    (id) => activity.usageOf(id),
+    activity,
   );
   const keys = new ApiKeysService(deps.repos, requests, deps.clock);
   const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
