@@ -79,7 +79,10 @@ export async function createServices(deps: AppDeps, activity: ActivityStore): Pr
 function notifyThePerson(deps: AppDeps, held: HeldCalls, appInfo: AppInfoLookup): void {
   const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
   held.onHeld((c) => notifier.notify(`svc: ${c.app_name ?? c.app_client_id} wants to run ${c.tool}`, `On ${c.instance_name}. Approve or deny it at`, `${deps.baseUrl()}/ui/calls`));
-  // A new draft (created and not changed since) is news for the person too.
+  // A new draft (created and not changed since) is news for the person too. Not on a team server:
+  // every replica hears every draft (so each would announce it), and following the changes costs
+  // each replica a read of every request another one writes; replicas run on servers anyway.
+  if (!deps.config.notify || deps.config.database) return;
   deps.repos.accessRequests.onChange((id, r) => {
     if (r?.status !== 'draft' || r.created_at !== r.updated_at) return;
     void appInfo(r.app_client_id).then(
