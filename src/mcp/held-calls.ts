@@ -123,10 +123,18 @@ export class HeldCalls {
       reason: null,
     };
     const entry: Entry = { view, userId: input.record.user_id, settle, timer: null, started: now, settled: false };
-    if (this.shared) await this.shared.put({ id: view.id, user_id: entry.userId, view });
+    // Known here before it is stored, so a decision heard the moment it is stored finds it waiting.
+    this.entries.set(view.id, entry);
+    if (this.shared) {
+      try {
+        await this.shared.put({ id: view.id, user_id: entry.userId, view });
+      } catch (err) {
+        this.entries.delete(view.id);
+        throw err;
+      }
+    }
     entry.timer = setTimeout(() => this.end(entry, 'expired', 'nobody answered in time'), this.timeoutMs);
     entry.timer.unref();
-    this.entries.set(view.id, entry);
     this.logger.info({ call: view.id, accessRequest: view.access_request_id, instance: view.instance_id, tool: view.tool.slice(0, 100) }, 'tool call held for the person');
     for (const fn of this.listeners) {
       try {
