@@ -57,7 +57,7 @@ export class ActivityLog implements ActivityStore {
   private size = 0;
   private nextId = 1;
   private timer: NodeJS.Timeout | null = null;
-  private flushing: Promise<void> | null = null;
+  private flushing: Promise<boolean> | null = null;
   private closed = false;
 
   private constructor(
@@ -155,8 +155,8 @@ export class ActivityLog implements ActivityStore {
     const full = { id: String(this.nextId++), ...event } as ActivityEvent;
     this.pending.push(full);
     this.count(full, Date.parse(full.time));
-    if (this.pending.length >= FLUSH_EVENTS) void this.flush();
-    else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref();
+    if (this.pending.length >= FLUSH_EVENTS) void this.writeBatch();
+    else this.timer ??= setTimeout(() => void this.writeBatch(), FLUSH_MS).unref();
     return full;
   }
 
@@ -177,8 +177,19 @@ export class ActivityLog implements ActivityStore {
     return usageFromTotals(this.totalsFor(grantId));
   }
 
-  /** Writes what is buffered: one append and one fdatasync. */
-  flush(): Promise<void> {
+  /** Writes everything buffered, the events recorded while it writes too (for a stop, and tests). */
+  async flush(): Promise<void> {
+    while ((await this.writeBatch()) && this.pending.length > 0);
+  }
+
+  /**
+   * Writes what is buffered now: one append and one fdatasync. The events recorded meanwhile wait
+   * for the next timer (or the next full batch) rather than follow at once: under steady traffic an
+   * immediate follow-up would open, write and sync the file every few milliseconds, a few events
+   * at a time, and cost the requests more than all the rest of their recording. Answers false when
+   * the write failed.
+   */
+  private writeBatch(): Promise<boolean> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -189,8 +200,8 @@ export class ActivityLog implements ActivityStore {
     return this.flushing;
   }
 
-  private async writePending(): Promise<void> {
-    while (this.pending.length > 0) {
+  private async writePending(): Promise<boolean> {
+    if (this.pending.length > 0) {
       // a copy: events recorded while this one is written join the next batch
       const batch = this.pending.slice();
       const lines = batch.map((e) => `${JSON.stringify(e)}\n`);
@@ -200,7 +211,7 @@ export class ActivityLog implements ActivityStore {
       } catch (err) {
         // a full disk: the events stay in memory and are tried again at the next flush
         this.logger.warn({ file: this.file, err: (err as Error).message }, 'activity log: could not write events');
-        return;
+        return false;
       }
       let offset = this.size;
       for (const [i, e] of batch.entries()) {
@@ -215,6 +226,7 @@ export class ActivityLog implements ActivityStore {
       this.pending = this.pending.slice(batch.length);
     }
     if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100) await this.dropOld();
+    return true;
   }
 
   /**
