@@ -57,7 +57,8 @@ export class ActivityLog implements ActivityStore {
   private size = 0;
   private nextId = 1;
   private timer: NodeJS.Timeout | null = null;
-  private flushing: Promise<void> | null = null;
+  private fileWork: Promise<unknown> = Promise.resolve();
+  private queuedWrite: Promise<boolean> | null = null;
   private closed = false;
 
   private constructor(
@@ -155,8 +156,8 @@ export class ActivityLog implements ActivityStore {
     const full = { id: String(this.nextId++), ...event } as ActivityEvent;
     this.pending.push(full);
     this.count(full, Date.parse(full.time));
-    if (this.pending.length >= FLUSH_EVENTS) void this.flush();
-    else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref();
+    if (this.pending.length >= FLUSH_EVENTS) void this.writeBatch();
+    else this.timer ??= setTimeout(() => void this.writeBatch(), FLUSH_MS).unref();
     return full;
   }
 
@@ -181,20 +182,43 @@ export class ActivityLog implements ActivityStore {
     return new Map(grantIds.map((id) => [id, usageFromTotals(this.totalsFor(id))]));
   }
 
-  /** Writes what is buffered: one append and one fdatasync. */
-  flush(): Promise<void> {
+  /** Writes everything buffered, the events recorded while it writes too (for a stop, and tests). */
+  async flush(): Promise<void> {
+    while ((await this.writeBatch()) && this.pending.length > 0);
+  }
+
+  /**
+   * Every write to the file and every cut of it, one at a time, in the order asked: a cut copies
+   * the file's tail and renames the copy over it, so a write during it would land in the file
+   * that goes.
+   */
+  private exclusive<T>(job: () => Promise<T>): Promise<T> {
+    const run = this.fileWork.then(job, job);
+    this.fileWork = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Writes what is buffered now: one append and one fdatasync. The events recorded meanwhile wait
+   * for the next timer (or the next full batch) rather than follow at once: under steady traffic an
+   * immediate follow-up would open, write and sync the file every few milliseconds, a few events
+   * at a time, and cost the requests more than all the rest of their recording. Asks made before
+   * the write begins join it. Answers false when the write failed.
+   */
+  private writeBatch(): Promise<boolean> {
     if (this.timer) {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    this.flushing ??= this.writePending().finally(() => {
-      this.flushing = null;
+    this.queuedWrite ??= this.exclusive(async () => {
+      this.queuedWrite = null;
+      return this.writePending();
     });
-    return this.flushing;
+    return this.queuedWrite;
   }
 
-  private async writePending(): Promise<void> {
-    while (this.pending.length > 0) {
+  private async writePending(): Promise<boolean> {
+    if (this.pending.length > 0) {
       // a copy: events recorded while this one is written join the next batch
       const batch = this.pending.slice();
       const lines = batch.map((e) => `${JSON.stringify(e)}\n`);
@@ -204,7 +228,7 @@ export class ActivityLog implements ActivityStore {
       } catch (err) {
         // a full disk: the events stay in memory and are tried again at the next flush
         this.logger.warn({ file: this.file, err: (err as Error).message }, 'activity log: could not write events');
-        return;
+        return false;
       }
       let offset = this.size;
       for (const [i, e] of batch.entries()) {
@@ -218,14 +242,21 @@ export class ActivityLog implements ActivityStore {
       this.size = offset;
       this.pending = this.pending.slice(batch.length);
     }
-    if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100) await this.dropOld();
+    // queued after this write, not awaited in it: the cut waits for the queue this write holds
+    if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100) void this.dropOld().catch((err: Error) => this.logger.warn({ file: this.file, err: err.message }, 'activity log: could not remove old events'));
+    return true;
   }
 
   /**
    * Events newest first. What is still buffered counts too, so a call shows at once. Past the
-   * bound, events read as gone even before the file is cut.
+   * bound, events read as gone even before the file is cut. Read in the file's queue, so never
+   * across a cut (which moves every offset).
    */
-  async list(q: ActivityQuery): Promise<ActivityEvent[]> {
+  list(q: ActivityQuery): Promise<ActivityEvent[]> {
+    return this.exclusive(() => this.listNow(q));
+  }
+
+  private async listNow(q: ActivityQuery): Promise<ActivityEvent[]> {
     const out: ActivityEvent[] = [];
     const oldest = this.oldestVisible();
     const wanted = (e: { id: number; time: number; grant: string }) =>
@@ -287,8 +318,12 @@ export class ActivityLog implements ActivityStore {
    * that replaces it, and the index is built again from it. Runs at start, when the file holds a
    * tenth more than the bound, and from the daemon's hourly sweep.
    */
-  async dropOld(): Promise<number> {
-    await this.flushing;
+  dropOld(): Promise<number> {
+    return this.exclusive(() => this.cutOld());
+  }
+
+  /** The file without the events past the bounds: the rest copied to a new file that replaces it. */
+  private async cutOld(): Promise<number> {
     const now = this.clock();
     let cut = this.oldestVisible() - this.base;
     if (this.bounds.retentionDays > 0) {

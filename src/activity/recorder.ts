@@ -24,10 +24,15 @@ export function activityKind(path: string): ActivityEvent['kind'] | undefined {
 }
 
 /** The route as defined (`/svc/v1/apps/mcps/{id}/mcp`), not as called: no ids or tool names in the endpoint. */
-function endpointOf(ctx: AppContext): string {
+function endpointOf(ctx: AppContext, known: Map<string, string>): string {
   const matched = (ctx as AppContext & { _matchedRoute?: unknown })._matchedRoute;
   const route = typeof matched === 'string' ? matched : ctx.path;
-  return route.replace(/:([A-Za-z_]+)/g, '{$1}').replace(/\*([A-Za-z_]+)/g, '{$1}').slice(0, 200);
+  const seen = known.get(route);
+  if (seen !== undefined) return seen;
+  const endpoint = route.replace(/:([A-Za-z_]+)/g, '{$1}').replace(/\*([A-Za-z_]+)/g, '{$1}').slice(0, 200);
+  // only the routes' own patterns are kept: a path as called (an unmatched one) could be anything
+  if (typeof matched === 'string' && known.size < 100) known.set(route, endpoint);
+  return endpoint;
 }
 
 const bounded = (s: string | undefined) => (s === undefined ? undefined : s.slice(0, 200));
@@ -38,6 +43,8 @@ const bounded = (s: string | undefined) => (s === undefined ? undefined : s.slic
  * check, so it sees those refusals; the event is written off the request path.
  */
 export function recordActivity(log: ActivityStore, repos: Repositories, clock: () => number): Middleware<AppState> {
+  // the few routes' endpoints as shown, each worked out once
+  const endpoints = new Map<string, string>();
   return async function recordCall(ctx, next) {
     const kind = activityKind(ctx.path);
     if (!kind) return next();
@@ -56,7 +63,7 @@ export function recordActivity(log: ActivityStore, repos: Repositories, clock: (
       const base = {
         time,
         kind,
-        endpoint: endpointOf(ctx),
+        endpoint: endpointOf(ctx, endpoints),
         duration_ms: Math.round(performance.now() - started),
         ...outcomeOf(ctx, failure, note),
         ...(note.model ? { model: bounded(note.model) } : {}),

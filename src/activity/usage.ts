@@ -21,8 +21,11 @@ function tokensOf(usage: unknown): Tokens | null {
  * answer's own: any text that spells the key inside a string has its quotes escaped), so only the
  * bytes after it are looked at, never the whole answer parsed.
  */
+const USAGE_KEY = Buffer.from('"usage"');
+
 export function usageInAnswer(body: Buffer): Tokens | null {
-  const at = body.lastIndexOf('"usage"');
+  // a Buffer needle: a string one would be encoded again on every call
+  const at = body.lastIndexOf(USAGE_KEY);
   if (at === -1) return null;
   const tail = body.subarray(at, at + 4096).toString('utf8');
   const open = tail.indexOf('{');

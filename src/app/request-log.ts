@@ -18,22 +18,29 @@ export function tagAndLogRequests(logger: Logger): Middleware<AppState> {
     } finally {
       // A line per request, naming the app, its grant and the model or tool (never content). The
       // review surfaces' own polling says so (QUIET_HEADER) and stays at debug.
-      const grant = ctx.state.grant;
-      const note = ctx.state.activity;
-      const status = ctx.respond === false ? ctx.res.statusCode : ctx.status;
-      logger[ctx.get(QUIET_HEADER) ? 'debug' : 'info'](
-        {
-          requestId: ctx.state.requestId,
-          method: ctx.method,
-          path: ctx.path,
-          status,
-          ms: Math.round(performance.now() - started),
-          ...(grant ? { app: grant.clientId, grant: grant.record.id.slice(0, 8) } : {}),
-          ...(note?.model ? { model: note.model } : {}),
-          ...(note?.tool ? { tool: note.tool } : {}),
-        },
-        'request',
-      );
+      const level = ctx.get(QUIET_HEADER) ? 'debug' : 'info';
+      // the line's fields are gathered only when it is written (a daemon at warn writes none)
+      if (logger.isLevelEnabled?.(level) !== false) logRequest(logger, level, ctx, started);
     }
   };
+}
+
+/** The request's log line: the app, its grant and the model or tool (never content). */
+function logRequest(logger: Logger, level: 'debug' | 'info', ctx: Parameters<Middleware<AppState>>[0], started: number): void {
+  const grant = ctx.state.grant;
+  const note = ctx.state.activity;
+  const status = ctx.respond === false ? ctx.res.statusCode : ctx.status;
+  logger[level](
+    {
+      requestId: ctx.state.requestId,
+      method: ctx.method,
+      path: ctx.path,
+      status,
+      ms: Math.round(performance.now() - started),
+      ...(grant ? { app: grant.clientId, grant: grant.record.id.slice(0, 8) } : {}),
+      ...(note?.model ? { model: note.model } : {}),
+      ...(note?.tool ? { tool: note.tool } : {}),
+    },
+    'request',
+  );
 }
