@@ -4,20 +4,19 @@
  * counts the calls of both, and retention (days and a number) removes events for the whole team,
  * their counts with them.
  */
-import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PostgresActivity } from '../src/activity/postgres.js';
 import type { ActivityEvent } from '../src/activity/schemas.js';
-import { Secret, type Config } from '../src/config.js';
+import type { Config } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { StoreUnavailableError } from '../src/store/durable-file.js';
 import { openTeamStore } from '../src/store/postgres/connect.js';
 import { eventually } from './helpers/wait.js';
-import { type Balancer, startBalancer } from './helpers/balancer.js';
-import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
+import { testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
-import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
+import { postgresBinDir } from './helpers/postgres.js';
+import { useTeamServer } from './helpers/team.js';
 import { needs } from './helpers/requirements.js';
 import { startUpstream } from './helpers/upstream.js';
 
@@ -26,34 +25,11 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 
 describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () => {
-  let pg: TestPostgres;
-  const teamKey = randomBytes(32).toString('base64url');
-  const running: { stop(): Promise<void> }[] = [];
-
-  beforeAll(async () => {
-    pg = await startPostgres();
-  }, 40_000);
-  afterEach(async () => {
-    for (const r of running.splice(0).reverse()) await r.stop().catch(() => undefined);
-  }, 40_000);
-  afterAll(async () => {
-    await pg?.close();
-  }, 40_000);
+  const { pg, running, startTeam: startReplicas } = useTeamServer();
 
   /** Two replicas on a new database behind the balancer; the admin logged in through it, and an API key of theirs. */
   async function startTeam(clock?: () => number, config: Partial<Config> = {}) {
-    const database = await pg.createDatabase();
-    const balancer: Balancer = await startBalancer();
-    running.push({ stop: () => balancer.close() });
-    const replicas: TestDaemon[] = await Promise.all(
-      [0, 1].map(async () => {
-        const d = await startTestDaemon({ clock, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) }, baseUrl: balancer.url, ...config } });
-        running.push(d);
-        return d;
-      }),
-    );
-    balancer.targets.push(...replicas.map((r) => r.url));
-    const password = replicas.map((r) => r.initialAdminPassword).find(Boolean) ?? '';
+    const { balancer, replicas, password } = await startReplicas(2, undefined, clock, config);
     const admin = await new Api(balancer.url).login('admin', password);
     const key = await admin.post('/svc/v1/keys', { name: 'team activity' });
     expect(key.status, key.text).toBe(201);

@@ -14,13 +14,12 @@ import os from 'node:os';
 import * as oidc from 'openid-client';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Secret } from '../src/config.js';
 import { replicaOf } from '../src/models/downloads.js';
 import { localDay } from '../src/activity/log.js';
 import { MasterKeyError } from '../src/store/master-key.js';
 import type { PullRecord } from '../src/store/records.js';
-import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { cleanEnv, closedPort, runSvc, serveExpectingFailure, startServe } from './helpers/cli.js';
 import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/daemon.js';
 import { startTcpProxy } from './helpers/tcp-proxy.js';
@@ -29,55 +28,16 @@ import { startRiskyServer } from './helpers/risky-mcp.js';
 import { eventually } from './helpers/wait.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
-import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
+import { postgresBinDir } from './helpers/postgres.js';
+import { type Team, useTeamServer } from './helpers/team.js';
 import { needs } from './helpers/requirements.js';
 
 const execFileAsync = promisify(execFile);
 const available = needs(postgresBinDir() !== null, 'team server (replicas on PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
 
 
-interface Team {
-  balancer: Balancer;
-  replicas: TestDaemon[];
-  database: string;
-  /** the admin's password, printed by exactly one replica */
-  password: string;
-  /** a browser (or app) that talks to the balancer */
-  api(): Api;
-}
-
 describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a balancer', () => {
-  let pg: TestPostgres;
-  const teamKey = randomBytes(32).toString('base64url');
-  const running: { stop(): Promise<void> }[] = [];
-
-  beforeAll(async () => {
-    pg = await startPostgres();
-  }, 40_000);
-  afterEach(async () => {
-    for (const r of running.splice(0).reverse()) await r.stop().catch(() => undefined);
-  }, 40_000);
-  afterAll(async () => {
-    await pg?.close();
-  }, 40_000);
-
-  const replica = async (database: string, baseUrl: string, key = teamKey, clock?: () => number) => {
-    const d = await startTestDaemon({ clock, config: { database: new Secret(database), masterKey: { value: new Secret(key) }, baseUrl } });
-    running.push(d);
-    return d;
-  };
-
-  /** `n` replicas started together on a new database, and the balancer in front of them. */
-  async function startTeam(n = 2, through?: (url: string) => string, clock?: () => number): Promise<Team> {
-    const created = await pg.createDatabase();
-    const database = through ? through(created) : created;
-    const balancer = await startBalancer();
-    running.push({ stop: () => balancer.close() });
-    const replicas = await Promise.all(Array.from({ length: n }, () => replica(database, balancer.url, teamKey, clock)));
-    balancer.targets.push(...replicas.map((r) => r.url));
-    const password = replicas.map((r) => r.initialAdminPassword).find(Boolean) ?? '';
-    return { balancer, replicas, database, password, api: () => new Api(balancer.url) };
-  }
+  const { pg, teamKey, running, replica, startTeam } = useTeamServer();
 
   /** Which replica answered a control-plane call. */
   const instanceOf = (res: { headers: Headers }) => res.headers.get('x-svc-instance');
