@@ -101,4 +101,48 @@ describe('open MCP streams at scale', () => {
     }
     await eventually(async () => upstream.open.size === 0 && (await upstream.connections()) === 0, 'every stream and connection to the upstream to close');
   });
+
+  it("a stream's end work waits for its end: the grant's stream slot, its activity event and its log line", async () => {
+    // a daemon of its own: one stream per grant, JSON log lines
+    const own = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0, grantStreams: 1, logFormat: 'json' } });
+    try {
+      const admin = await new Api(own.url).login('admin', own.adminPassword);
+      const instance = (await admin.post('/svc/v1/mcps', { name: 'events', url: upstream.url })).body.instance.id as string;
+      const created = await admin.post('/svc/v1/keys', { name: 'one stream', role: 'scope_user_user', mcp_servers: [{ url: upstream.url, instance_ids: [instance] }], expires_in: null });
+      const grant = created.body.access_request_id as string;
+      const url = `${own.url}/svc/v1/apps/mcps/${instance}/mcp`;
+      const listen = (signal?: AbortSignal) => fetch(url, { headers: { Authorization: `Bearer ${created.body.key}`, Accept: 'text/event-stream' }, signal });
+      const events = async () => ((await admin.get(`/svc/v1/activity?grant=${grant}`)).body.data as { endpoint: string; status: number; duration_ms: number }[]).filter((e) => e.endpoint.endsWith('/mcp') && e.status === 200);
+      const streamLines = () => own.logs.filter((l) => l.includes('"msg":"request"') && l.includes('"method":"GET"') && l.includes('"status":200') && l.includes(`/mcps/${instance}/mcp`));
+
+      const ac = new AbortController();
+      const opened = Date.now();
+      const first = await listen(ac.signal);
+      expect(first.status).toBe(200);
+      // while it is open: its slot is taken, and neither its event nor its log line exists yet
+      const second = await listen();
+      expect(second.status).toBe(429);
+      await second.text();
+      expect(await events()).toEqual([]);
+      expect(streamLines()).toEqual([]);
+
+      ac.abort();
+      const closed = Date.now();
+      // once it ended: the slot is free again, and the event and the line tell its whole life
+      const third = await eventually(async () => {
+        const res = await listen();
+        if (res.status === 200) return res;
+        await res.text();
+        return undefined;
+      }, 'the slot of the ended stream');
+      await third.body!.cancel();
+      const [event] = await eventually(async () => ((await events()).length > 0 ? events() : undefined), "the ended stream's activity event");
+      expect(event.duration_ms).toBeGreaterThanOrEqual(closed - opened - 50);
+      const line = JSON.parse(streamLines()[0]) as { ms: number; status: number };
+      expect(line.status).toBe(200);
+      expect(line.ms).toBeGreaterThanOrEqual(closed - opened - 50);
+    } finally {
+      await own.stop();
+    }
+  });
 });

@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
-import type { AppState } from '../http/context.js';
+import { afterAnswer, type AppState } from '../http/context.js';
 import type { GrantUsageRepository } from '../store/repositories.js';
 import { type ActivityStore, localDay } from './store.js';
 
@@ -84,11 +84,16 @@ export function enforceGrantLimits(log: ActivityStore, clock: () => number, usag
         });
       }
     }
-    try {
-      await next();
-    } finally {
+    const count = () => {
       const note = ctx.state.activity;
       if (limits.tokens_per_day && note) counter.addTokens(grant.record.id, clock(), (note.tokens_in ?? 0) + (note.tokens_out ?? 0));
+    };
+    try {
+      await next();
+    } catch (err) {
+      count();
+      throw err;
     }
+    afterAnswer(ctx, count);
   };
 }

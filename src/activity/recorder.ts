@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
-import type { ActivityNote, AppContext, AppState, AttemptedGrant } from '../http/context.js';
+import { type ActivityNote, afterAnswer, type AppContext, type AppState, type AttemptedGrant } from '../http/context.js';
 import type { Repositories } from '../store/repositories.js';
 import type { ActivityStore } from './store.js';
 import type { ActivityEvent } from './schemas.js';
@@ -53,13 +53,7 @@ export function recordActivity(log: ActivityStore, repos: Repositories, clock: (
     const instance = kind === 'mcp' ? (ctx.params as Record<string, string> | undefined)?.id : undefined;
     const note: ActivityNote = instance ? { instance_id: instance } : {};
     ctx.state.activity = note;
-    let failure: unknown;
-    try {
-      await next();
-    } catch (err) {
-      failure = err;
-      throw err;
-    } finally {
+    const record = (failure?: unknown) => {
       const base = {
         time,
         kind,
@@ -76,7 +70,15 @@ export function recordActivity(log: ActivityStore, repos: Repositories, clock: (
       const grant = ctx.state.grant;
       if (grant) log.record({ ...base, access_request_id: grant.record.id, app_client_id: grant.clientId, user: grant.user.username });
       else if (ctx.state.attempted) void recordRefusal(log, repos, ctx.state.attempted, base);
+    };
+    try {
+      await next();
+    } catch (err) {
+      record(err);
+      throw err;
     }
+    // a stream's event once it ends, with its whole duration
+    afterAnswer(ctx, () => record());
   };
 }
 

@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import { QUIET_HEADER } from '../daemon-info.js';
-import type { AppState } from '../http/context.js';
+import { afterAnswer, type AppState } from '../http/context.js';
 import type { Logger } from '../log.js';
 
 /** Gives each request a cheap id unique to this process (no randomness on the hot path) and logs a line when it is answered. */
@@ -13,15 +13,20 @@ export function tagAndLogRequests(logger: Logger): Middleware<AppState> {
     // app's report to svc's log line; the proxies' own writeHead keeps it (Node merges the two).
     ctx.set('X-Request-Id', ctx.state.requestId);
     const started = performance.now();
+    // A line per request, naming the app, its grant and the model or tool (never content). The
+    // review surfaces' own polling says so (QUIET_HEADER) and stays at debug. The line's fields are
+    // gathered only when it is written (a daemon at warn writes none); a stream's, once it ends.
+    const log = () => {
+      const level = ctx.get(QUIET_HEADER) ? 'debug' : 'info';
+      if (logger.isLevelEnabled?.(level) !== false) logRequest(logger, level, ctx, started);
+    };
     try {
       await next();
-    } finally {
-      // A line per request, naming the app, its grant and the model or tool (never content). The
-      // review surfaces' own polling says so (QUIET_HEADER) and stays at debug.
-      const level = ctx.get(QUIET_HEADER) ? 'debug' : 'info';
-      // the line's fields are gathered only when it is written (a daemon at warn writes none)
-      if (logger.isLevelEnabled?.(level) !== false) logRequest(logger, level, ctx, started);
+    } catch (err) {
+      log();
+      throw err;
     }
+    afterAnswer(ctx, log);
   };
 }
 

@@ -60,6 +60,11 @@ export interface AppState {
   requestId: string;
   /** set by the router when the matched route answers with an open-ended stream (RouteDef.stream) */
   stream?: boolean;
+  /**
+   * Set by a handler that took its response over for an open-ended stream and returned before the
+   * stream ends (see `afterAnswer`): settles once the stream is over.
+   */
+  streamEnded?: Promise<void>;
   /** an app call's event as it is being learnt (the model, the tool, the tokens) */
   activity?: ActivityNote;
   /** the grant a refused credential named, for the activity */
@@ -67,3 +72,15 @@ export interface AppState {
 }
 
 export type AppContext = ParameterizedContext<AppState>;
+
+/**
+ * Runs `work` once the request is answered: at once, or, when the handler left an open-ended
+ * stream running (an MCP host's GET stream, open all day), once that stream ends. A stream then
+ * holds no suspended frame of the middleware it passed through (each one about half a KiB, a
+ * dozen of them, for every open stream), only this work.
+ */
+export function afterAnswer(ctx: { state: Pick<AppState, 'streamEnded'> }, work: () => void): void {
+  const ended = ctx.state.streamEnded;
+  if (ended) void ended.then(work, work);
+  else work();
+}

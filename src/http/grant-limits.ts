@@ -1,6 +1,6 @@
 import type { Middleware } from 'koa';
 import { AppError } from '../errors.js';
-import type { AppState } from './context.js';
+import { afterAnswer, type AppState } from './context.js';
 
 export interface GrantLimits {
   /** upstream calls one grant may have in flight at once; 0 = no limit */
@@ -34,12 +34,17 @@ export function limitPerGrant(limits: GrantLimits): Middleware<AppState> {
     }
     count[kind]++;
     inFlight.set(key, count);
-    try {
-      // the proxies return once their answer (a stream too) is over, so this holds the slot that long
-      await next();
-    } finally {
+    const release = () => {
       count[kind]--;
       if (count.calls === 0 && count.streams === 0) inFlight.delete(key);
+    };
+    try {
+      await next();
+    } catch (err) {
+      release();
+      throw err;
     }
+    // the slot is held until the answer is over: a stream's, until the stream ends
+    afterAnswer(ctx, release);
   };
 }

@@ -1,7 +1,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import { readRaw } from '../upstream/body.js';
-import type { ActivityNote, AppContext } from '../http/context.js';
+import { type ActivityNote, afterAnswer, type AppContext } from '../http/context.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
@@ -261,9 +261,11 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   const release = ctx.state.stream ? streams.hold(() => abortUpstream(input.abort)) : undefined;
   try {
     await relayUpstream(ctx, instance, input);
-  } finally {
+  } catch (err) {
     release?.();
+    throw err;
   }
+  if (release) afterAnswer(ctx, release);
 }
 
 type RelayInput = {
@@ -406,7 +408,11 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
   res.flushHeaders();
   const filter = visible ? new SseEventFilter((data) => filterToolListText(data, visible)) : null;
   // An MCP stream has no error event of its own: a broken upstream ends it, as a closed connection would.
-  await pumpStream(res, answer, filter, () => null);
+  const pumped = pumpStream(res, answer, filter, () => null);
+  // The GET stream, open all day, runs on without the handlers that led to it: they finish now, and
+  // what they do once the answer is over waits for the stream's end (afterAnswer).
+  if (ctx.state.stream) ctx.state.streamEnded = pumped;
+  else await pumped;
 }
 
 /** The upstream's answer to an approved held call, carried on the stream svc already answers with. */
