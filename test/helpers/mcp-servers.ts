@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { type EventStore, StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
 
 export interface SeenMcpRequest {
@@ -51,13 +51,50 @@ function buildServer(seenCalls: string[]) {
 }
 
 /**
+ * A stateful server's sessions: each request goes to its session's transport; an initialize makes
+ * a session (and a server by `build`), an unknown session id gets 404 as the SDK's servers answer.
+ */
+export function sessionRouter(build: () => McpServer, opts: { eventStore?: () => EventStore } = {}) {
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  return {
+    sessions,
+    async handle(req: http.IncomingMessage, res: http.ServerResponse, body: unknown) {
+      const sid = req.headers['mcp-session-id'] as string | undefined;
+      let transport = sid ? sessions.get(sid) : undefined;
+      if (!transport) {
+        if (sid) {
+          res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
+          return;
+        }
+        const created = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          ...(opts.eventStore ? { eventStore: opts.eventStore() } : {}),
+          onsessioninitialized: (id) => {
+            sessions.set(id, created);
+          },
+        });
+        created.onclose = () => {
+          if (created.sessionId) sessions.delete(created.sessionId);
+        };
+        await build().connect(created);
+        transport = created;
+      }
+      await transport.handleRequest(req, res, body);
+    },
+    async closeAll() {
+      for (const t of sessions.values()) await t.close().catch(() => undefined);
+    },
+  };
+}
+
+/**
  * A real MCP SDK server over Streamable HTTP on 127.0.0.1: stateful (sessions, SSE) or stateless
  * JSON mode. It records what reaches it, so tests can see what svc forwards.
  */
 export async function startMcpServer(opts: { stateful: boolean; stall?: boolean } = { stateful: true }) {
   const seen: SeenMcpRequest[] = [];
   const calls: string[] = [];
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const stateful = sessionRouter(() => buildServer(calls));
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -76,26 +113,7 @@ export async function startMcpServer(opts: { stateful: boolean; stall?: boolean 
       await transport.handleRequest(req, res, body);
       return;
     }
-    const sid = req.headers['mcp-session-id'] as string | undefined;
-    let transport = sid ? sessions.get(sid) : undefined;
-    if (!transport) {
-      if (sid) {
-        res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
-        return;
-      }
-      const created = new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => {
-          sessions.set(id, created);
-        },
-      });
-      created.onclose = () => {
-        if (created.sessionId) sessions.delete(created.sessionId);
-      };
-      await buildServer(calls).connect(created);
-      transport = created;
-    }
-    await transport.handleRequest(req, res, body);
+    await stateful.handle(req, res, body);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`;
@@ -103,9 +121,9 @@ export async function startMcpServer(opts: { stateful: boolean; stall?: boolean 
     url,
     seen,
     calls,
-    sessions,
+    sessions: stateful.sessions,
     async close() {
-      for (const t of sessions.values()) await t.close().catch(() => undefined);
+      await stateful.closeAll();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
     },

@@ -5,15 +5,14 @@
  * and an event store (resumable with Last-Event-ID); the other a v2 SDK server for the stateless
  * 2026-07-28 era.
  */
-import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { EventStore } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { createMcpHandler, McpServer as ModernServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
+import { sessionRouter } from './mcp-servers.js';
 import * as z4 from 'zod/v4';
 
 export interface Ran {
@@ -76,33 +75,12 @@ class OrderedEventStore implements EventStore {
 /** The v1 SDK server: sessions, SSE answers, an event store for resumption. */
 export async function startRiskyServer() {
   const ran: Ran[] = [];
-  const sessions = new Map<string, StreamableHTTPServerTransport>();
+  const stateful = sessionRouter(() => legacyServer(ran), { eventStore: () => new OrderedEventStore() });
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
-    const body = raw ? JSON.parse(raw) : undefined;
-    const sid = req.headers['mcp-session-id'] as string | undefined;
-    let transport = sid ? sessions.get(sid) : undefined;
-    if (!transport) {
-      if (sid) {
-        res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } }));
-        return;
-      }
-      const created = new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        eventStore: new OrderedEventStore(),
-        onsessioninitialized: (id) => {
-          sessions.set(id, created);
-        },
-      });
-      created.onclose = () => {
-        if (created.sessionId) sessions.delete(created.sessionId);
-      };
-      await legacyServer(ran).connect(created);
-      transport = created;
-    }
-    await transport.handleRequest(req, res, body);
+    await stateful.handle(req, res, raw ? JSON.parse(raw) : undefined);
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
@@ -110,7 +88,7 @@ export async function startRiskyServer() {
     ran,
     runs: (tool: string) => ran.filter((r) => r.tool === tool).length,
     async close() {
-      for (const t of sessions.values()) await t.close().catch(() => undefined);
+      await stateful.closeAll();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
     },
