@@ -165,6 +165,10 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     const refused = await team.api().get('/v1/models', g.bearer);
     expect(refused.body).toMatchObject({ error: { code: 'grant_rate_limited' } });
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    // the grant's row goes once it says nothing (its window over, its day past), not before
+    const usage = team.replicas[0].deps.repos.grantUsage!;
+    expect(await usage.forgetIdle(Date.now() - 120_000, 'another-day')).toBe(0);
+    expect(await usage.forgetIdle(Date.now() + 120_000, 'another-day')).toBe(1);
   });
 
   it("a grant's tokens a day are counted by every replica together", async () => {

@@ -1,4 +1,5 @@
 import type { AppDeps } from '../http/context.js';
+import { localDay } from '../activity/store.js';
 import { sweepOAuthState } from '../oauth/adapter.js';
 import type { Services } from './services.js';
 
@@ -14,6 +15,9 @@ export async function startRetention(deps: AppDeps, { requests, clients, activit
     ['dead refresh tokens and grants', () => sweepOAuthState(deps.repos, deps.clock(), 10 * 60 * 1000)],
     ['activity events past their bounds', () => activity.dropOld()],
   ];
+  // a team's per-grant counts: one row per grant that has limits, gone once it says nothing
+  const usage = deps.repos.grantUsage;
+  if (usage) retention.push(['idle per-grant usage counts', () => usage.forgetIdle(deps.clock() - 60_000, localDay(deps.clock()))]);
   const sweep = async () => {
     for (const [what, run] of retention) {
       await run().then(

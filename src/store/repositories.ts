@@ -180,6 +180,8 @@ export interface GrantUsageRepository {
   addTokens(grantId: string, day: string, tokens: number): Promise<void>;
   /** The grant's tokens counted on `day`. */
   tokensOn(grantId: string, day: string): Promise<number>;
+  /** Forgets the rows that say nothing any more: a window started before `before`, a day other than `today`. Answers how many. */
+  forgetIdle(before: number, today: string): Promise<number>;
 }
 
 /**

@@ -439,6 +439,11 @@ class PgGrantUsage implements GrantUsageRepository {
     );
   }
 
+  async forgetIdle(before: number, today: string) {
+    const res = await this.shared.read('DELETE FROM grant_usage WHERE window_start < $1 AND day <> $2', [before, today]);
+    return res.rowCount ?? 0;
+  }
+
   async tokensOn(grantId: string, day: string) {
     const res = await this.shared.read('SELECT day_tokens FROM grant_usage WHERE grant_id = $1 AND day = $2', [grantId, day]);
     return res.rows.length ? Number(res.rows[0].day_tokens) : 0;
