@@ -181,6 +181,9 @@ export class DaemonClient {
     }
     // No daemon.json and nobody holding the lock: no daemon of this data dir, whatever may listen on the default port.
     if (!this.daemonInfo) this.daemonInfo = await this.waitForStartingDaemon(Date.now() + 60_000);
+    if (!this.daemonInfo && (await isDataDirLocked(this.dataDir))) {
+      throw new CliError(`The svc daemon of ${this.dataDir} is still starting after a minute (it holds the data dir but has not written daemon.json); see its output, or stop it and start it again.`);
+    }
     if (!this.daemonInfo) throw this.notOurs('');
     const socket = await this.socketPath(this.daemonInfo);
     let res: Answer;
