@@ -1,4 +1,5 @@
 import { Box, Text } from 'ink';
+import { RowLead } from './RowLead.js';
 import type { AppsState } from '../apps-state.js';
 import { safe, tone, windowFor } from '../format.js';
 import { type ActivityEvent, type GrantSummary, ROLE_NAMES } from '../types.js';
@@ -67,17 +68,9 @@ export function AppsView({ apps, width, height, color }: AppsViewProps) {
       </Box>
       {apps.grants.slice(start, end).map((g, i) => {
         const selected = start + i === apps.cursor;
-        const style = selected ? tone(color, 'accent') : {};
         return (
           <Box key={g.id}>
-            <Box width={2} flexShrink={0}>
-              <Text {...style}>{selected ? '›' : ' '}</Text>
-            </Box>
-            <Box flexGrow={1} flexShrink={1} marginRight={1}>
-              <Text wrap="truncate-end" {...style}>
-                {safe(g.app_name ?? g.app_client_id, 120)}
-              </Text>
-            </Box>
+            <RowLead selected={selected} name={g.app_name ?? g.app_client_id} color={color} />
             <Box width={ROLE_W} flexShrink={0}>
               <Text wrap="truncate-end">{ROLE_NAMES[g.approved_role ?? 'scope_user_user']}</Text>
             </Box>

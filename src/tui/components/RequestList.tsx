@@ -1,5 +1,6 @@
 import { Box, Text } from 'ink';
-import { countdown, safe, secondsUntil, tone, windowFor } from '../format.js';
+import { RowLead } from './RowLead.js';
+import { countdown, secondsUntil, tone, windowFor } from '../format.js';
 import type { PendingRequest } from '../types.js';
 
 export interface RequestListProps {
@@ -57,18 +58,10 @@ export function RequestList({ requests, cursor, loaded, now, width, height, colo
       </Box>
       {requests.slice(start, end).map((r, i) => {
         const selected = start + i === cursor;
-        const style = selected ? tone(color, 'accent') : {};
         const left = secondsUntil(r.expires_at, now);
         return (
           <Box key={r.id}>
-            <Box width={2} flexShrink={0}>
-              <Text {...style}>{selected ? '›' : ' '}</Text>
-            </Box>
-            <Box flexGrow={1} flexShrink={1} marginRight={1}>
-              <Text wrap="truncate-end" {...style}>
-                {safe(r.app_name ?? r.app_client_id, 120)}
-              </Text>
-            </Box>
+            <RowLead selected={selected} name={r.app_name ?? r.app_client_id} color={color} />
             <Box width={ROLE_W} flexShrink={0}>
               <Text wrap="truncate-end">{r.requested_role}</Text>
             </Box>
