@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { OAuthStateRecord } from '../store/records.js';
+import { ENDED_GRANT_MODEL as ENDED_GRANT, type OAuthStateRecord } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 
 /**
@@ -13,8 +13,6 @@ export const ACCESS_TOKEN_TTL_S = 10 * 60;
 
 /** The private claim of an access token that names its grant (hashed, as the store keys grants). */
 export const GRANT_CLAIM = 'svc_grant';
-
-const ENDED_GRANT = 'EndedGrant';
 
 /** How the store keys an OAuth artifact: a hash of its model and id, so no row holds a usable id. */
 export const hashId = (model: string, id: string) => createHash('sha256').update(`${model}\0${id}`).digest('base64url');

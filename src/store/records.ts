@@ -25,6 +25,12 @@ export interface OAuthClientRecord {
   registered_from?: string;
 }
 
+/**
+ * The model of the oauthState rows that mark a grant ended (src/oauth/token-family.ts). The team
+ * store names it too: a change to such a row changes what the Bearer check answers.
+ */
+export const ENDED_GRANT_MODEL = 'EndedGrant';
+
 /** A refresh token or grant of the authorization server, sealed (src/oauth/adapter.ts). */
 export interface OAuthStateRecord {
   model: string;

@@ -1,5 +1,7 @@
 import pg from 'pg';
-import { type Change, CHANNEL, type PostgresRepositories, TABLES } from './repositories.js';
+import type { ReplicaLease } from './leases.js';
+import { parseNotice } from './notices.js';
+import { CHANNEL, type PostgresRepositories, TABLES } from './repositories.js';
 
 /**
  * Tells this replica's `onChange` listeners about changes other replicas commit, through
@@ -9,50 +11,31 @@ import { type Change, CHANNEL, type PostgresRepositories, TABLES } from './repos
  * listeners.
  *
  * It is prompt, not synchronous: a listener hears another replica's change a moment after that
- * replica answered. Nothing on the path of a revoke depends on it (grants, keys and sessions are
- * read from the database on every call); the indexes that follow it are caches of data that only
- * admins change (the model catalog). When the follower loses its connection it may miss notices,
+ * replica answered. The indexes that follow it are caches of data that only admins change (the
+ * model catalog). The records of the Bearer check are the exception: a change to them is numbered,
+ * and its writer answers only once every replica that keeps them has dropped it (leases.ts). When the follower loses its connection it may miss notices,
  * so once it is back it tells every current record of the tables listened to (a record deleted
  * meanwhile is not told: the listeners that matter drop their whole index on any change).
  */
 
-/** PostgreSQL refuses a payload of 8000 bytes or more: beyond this, only the tables are named. */
-const MAX_PAYLOAD = 7_000;
 const KNOWN_TABLES: Set<string> = new Set(Object.values(TABLES).map((t) => t.table));
-
-interface Notice {
-  /** the replica that made the change */
-  o: string;
-  /** [table, key] of each change */
-  c?: [string, string][];
-  /** tables changed in more ways than fit */
-  t?: string[];
-}
 
 export interface ChangeFollower {
   close(): Promise<void>;
 }
 
 export interface FollowOptions {
-  /** this replica's name in notices (its own are skipped) */
-  origin: string;
   /** a new client for the listening connection, on the same database as the pool */
   client: () => pg.Client;
+  /** this replica's Bearer lease: told every numbered change (its own too) and when listening starts or stops */
+  lease?: ReplicaLease;
   onError?: (message: string) => void;
   onRecovered?: () => void;
 }
 
-/** What a transaction sends: the keys it changed (the tables only, when they are too many to name). */
-export function noticeFor(origin: string, changes: Change[]): string {
-  const full = JSON.stringify({ o: origin, c: changes.map((c) => [c.table, c.key]) } satisfies Notice);
-  if (full.length <= MAX_PAYLOAD) return full;
-  return JSON.stringify({ o: origin, t: [...new Set(changes.map((c) => c.table))] } satisfies Notice);
-}
-
-/** Starts announcing this replica's changes and following the others'. */
+/** Starts following the other replicas' changes. */
 export async function followChanges(repos: PostgresRepositories, opts: FollowOptions): Promise<ChangeFollower> {
   const { shared } = repos;
-  shared.announce = (changes) => noticeFor(opts.origin, changes);
   // only what someone here listens to is read again
   const followed = (table: string) => KNOWN_TABLES.has(table) && shared.listeners.has(table);
   // One at a time, in the order notices arrive, so the last read of a key is its latest state.
@@ -75,21 +58,26 @@ export async function followChanges(repos: PostgresRepositories, opts: FollowOpt
     }
   };
   const onNotice = (msg: pg.Notification) => {
-    let notice: Notice;
-    try {
-      notice = JSON.parse(msg.payload ?? '') as Notice;
-    } catch {
-      return;
-    }
-    if (notice.o === opts.origin) return;
+    const notice = parseNotice(msg.payload);
+    if (!notice) return;
+    if (typeof notice.a === 'string' && typeof notice.p === 'number') return shared.acks.heard({ a: notice.a, p: notice.p });
+    // a numbered change is dropped and acknowledged even when it is this replica's own: the
+    // acknowledgement vouches for every change numbered before it too
+    if (typeof notice.n === 'number') opts.lease?.changed(notice.n, notice.t ? null : (notice.c ?? null), notice.o === shared.origin);
+    if (notice.o === shared.origin) return;
     if (notice.c) enqueue(() => tellKeys(notice.c!));
     if (notice.t) enqueue(() => tellTables(notice.t!));
   };
   const connection = new ListeningConnection(opts, onNotice, () => enqueue(() => tellTables(shared.listeners.keys())));
   await connection.open();
+  try {
+    await opts.lease?.listen();
+  } catch (err) {
+    await connection.close();
+    throw err;
+  }
   return {
     async close() {
-      shared.announce = null;
       await connection.close();
       await queue;
     },
@@ -133,6 +121,7 @@ class ListeningConnection {
     this.client = null;
     client.on('error', () => undefined);
     void client.end().catch(() => undefined);
+    this.opts.lease?.deaf();
     if (!this.failing) this.opts.onError?.('lost the connection that follows other replicas; reconnecting');
     this.failing = true;
     this.retry();
@@ -149,6 +138,8 @@ class ListeningConnection {
           this.opts.onRecovered?.();
           // notices sent while it was away are lost: tell what is there now
           this.onReconnected();
+          // (tried again by the lease itself; meanwhile every call is checked in the database)
+          this.opts.lease?.listen().catch(() => undefined);
         },
         () => {
           this.pauseMs = Math.min(this.pauseMs * 2, 5_000);

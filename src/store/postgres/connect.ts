@@ -1,8 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { CachedBearerRecords } from './bearer-cache.js';
 import { followChanges } from './changes.js';
+import { ReplicaLease } from './leases.js';
 import { LOCK_NAMESPACE, LOCKS, migrate } from './migrations.js';
-import { newOrigin, postgresRepositories, type PostgresRepositories } from './repositories.js';
+import { CHANNEL, newOrigin, postgresRepositories, type PostgresRepositories } from './repositories.js';
 import { redactDatabaseUrl } from './url.js';
 
 export { redactDatabaseUrl } from './url.js';
@@ -93,6 +95,17 @@ async function migrateDatabase(url: string, deadlineMs: number): Promise<void> {
   }
 }
 
+/**
+ * The Bearer check's records kept in memory while `lease` holds (leases.ts), and dropped as soon as
+ * this replica commits a change to them.
+ */
+function withBearerCache(repos: PostgresRepositories, lease: ReplicaLease): PostgresRepositories {
+  const cache = new CachedBearerRecords(repos.bearerRecords!, lease);
+  lease.hold(cache);
+  repos.shared.dropKept = (changes) => cache.drop(changes);
+  return { ...repos, bearerRecords: cache };
+}
+
 /** Connects, migrates and opens the repositories; throws (the pool ended) when the database cannot be reached. */
 export async function openTeamStore(url: string, opts: TeamStoreOptions = {}): Promise<TeamStore> {
   await migrateDatabase(url, opts.migrateDeadlineMs ?? 60_000);
@@ -100,11 +113,14 @@ export async function openTeamStore(url: string, opts: TeamStoreOptions = {}): P
   const pool = new pg.Pool(config);
   // A pooled client idle when the server goes away reports it here; unheard, it would end the process.
   pool.on('error', (err) => opts.onError?.(`a pooled database connection failed: ${err.message}`));
-  const repos = postgresRepositories(pool);
+  const origin = newOrigin();
+  const base = postgresRepositories(pool, origin);
+  const lease = new ReplicaLease(origin, pool, CHANNEL);
+  const repos = withBearerCache(base, lease);
   try {
     const follower = await followChanges(repos, {
-      origin: newOrigin(),
       client: () => new pg.Client({ connectionString: url, connectionTimeoutMillis: TIMEOUTS.connectMs, keepAlive: true, application_name: 'svc changes' }),
+      lease,
       onError: opts.onError,
       onRecovered: opts.onRecovered,
     });
@@ -114,11 +130,13 @@ export async function openTeamStore(url: string, opts: TeamStoreOptions = {}): P
       where: redactDatabaseUrl(url),
       holdFirstStart: (stillWanted) => holdSessionLock(url, LOCKS.firstStart, stillWanted),
       async close() {
+        await lease.close();
         await follower.close();
         await pool.end();
       },
     };
   } catch (err) {
+    await lease.close();
     await pool.end().catch(() => undefined);
     throw err;
   }

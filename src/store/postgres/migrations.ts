@@ -79,13 +79,24 @@ CREATE INDEX login_failures_last ON login_failures (last);`,
   tokens_out bigint NOT NULL, last_used_at timestamptz, day text NOT NULL, today_calls bigint NOT NULL, today_tokens bigint NOT NULL);`,
     ].join('\n'),
   },
+  {
+    version: 5,
+    name: 'bearer leases',
+    sql: [
+      // every committed change the Bearer check depends on, numbered in commit order (leases.ts)
+      'CREATE SEQUENCE svc_invalidation_seq;',
+      'CREATE TABLE svc_invalidations (n bigint PRIMARY KEY);',
+      // each live replica: when its lease was last renewed, and the highest change it has dropped
+      'CREATE TABLE svc_replicas (origin text PRIMARY KEY, heartbeat_at timestamptz NOT NULL, acked bigint NOT NULL);',
+    ].join('\n'),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
 /** The advisory lock keys svc takes (one namespace, so nothing else in the database collides by chance). */
 export const LOCK_NAMESPACE = 0x5356_4300; // "SVC\0"
-export const LOCKS = { migrate: 1, firstStart: 2, activity: 3 } as const;
+export const LOCKS = { migrate: 1, firstStart: 2, activity: 3, invalidation: 4 } as const;
 
 export class SchemaTooNewError extends Error {
   constructor(found: number) {

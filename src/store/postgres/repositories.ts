@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { performance } from 'node:perf_hooks';
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
@@ -26,6 +27,8 @@ import {
 import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from '../schema.js';
 import { deepFreeze } from '../tables.js';
 import { connectionLost, isRetryable, storeError } from './errors.js';
+import { AckWaiter, committedNumber, guards, numberedCommit } from './leases.js';
+import { noticeFor } from './notices.js';
 
 /**
  * The repositories over PostgreSQL: the team server's backend, held to the same contract as the
@@ -67,13 +70,21 @@ const RETRY_MS = 2_000;
 const inTransaction = process.env.NODE_ENV === 'test' ? new AsyncLocalStorage<boolean>() : null;
 const nestedTransaction = () => new Error('a transaction was started inside another one: use the repositories the transaction gives');
 
-/** What every repository of one postgresRepositories() shares: the pool, the listeners, the announcer. */
+/** What every repository of one postgresRepositories() shares: the pool, the listeners, the origin. */
 export class PostgresShared {
   readonly listeners = new Map<string, Listener[]>();
-  /** the notice other replicas get of a transaction's changes (changes.ts), sent with its COMMIT */
-  announce: ((changes: Change[]) => string | null) | null = null;
+  /** the writer's side of the Bearer leases: waits for the other replicas' acknowledgements */
+  readonly acks: AckWaiter;
+  /** drops what this replica keeps of records it changed itself, as soon as they are committed */
+  dropKept: ((changes: [string, string][]) => void) | null = null;
 
-  constructor(readonly pool: pg.Pool) {}
+  constructor(
+    readonly pool: pg.Pool,
+    /** this process's name in notices (changes.ts skips its own) */
+    readonly origin: string,
+  ) {
+    this.acks = new AckWaiter(origin, (sql, params) => this.read(sql, params));
+  }
 
   listen(table: string, fn: Listener): void {
     const list = this.listeners.get(table) ?? [];
@@ -103,6 +114,14 @@ export class PostgresShared {
    * listeners its changes once it committed. A client whose connection failed is thrown away.
    */
   async transaction<R>(fn: (tx: TxState) => Promise<R>): Promise<R> {
+    const { result, numbered } = await this.commitOnce(fn);
+    // a change the Bearer check depends on is answered once no replica can answer from memory before it
+    if (numbered) await this.acks.wait(numbered.n, numbered.at);
+    return result;
+  }
+
+  /** `fn` in a transaction that committed, with the number of its guarded change (leases.ts), if it made one. */
+  private async commitOnce<R>(fn: (tx: TxState) => Promise<R>): Promise<{ result: R; numbered: { n: number; at: number } | null }> {
     if (inTransaction?.getStore()) throw nestedTransaction();
     const began = Date.now();
     for (let attempt = 1; ; attempt++) {
@@ -123,12 +142,10 @@ export class PostgresShared {
         const result = await (inTransaction ? inTransaction.run(true, () => fn(tx)) : fn(tx));
         // a failed statement that `fn` caught still fails the transaction, and says why
         if (tx.failure) throw tx.failure;
-        // The notice goes in the same round trip as the COMMIT: PostgreSQL delivers it exactly
-        // when the transaction commits, and never for one that does not.
-        const notice = tx.changes.length ? this.announce?.(tx.changes) : null;
-        await client.query(notice ? `SELECT pg_notify('${CHANNEL}', ${client.escapeLiteral(notice)}); COMMIT` : 'COMMIT');
+        const numbered = await this.commit(client, tx.changes);
+        this.dropKept?.(tx.changes.map((c) => [c.table, c.key]));
         this.tell(tx.changes);
-        return result;
+        return { result, numbered };
       } catch (err) {
         const cause = tx.failure ?? err;
         broken = connectionLost(cause);
@@ -143,6 +160,25 @@ export class PostgresShared {
         client.release(broken);
       }
     }
+  }
+
+  /**
+   * COMMITs, with the notice of `changes` in the same round trip: PostgreSQL delivers it exactly
+   * when the transaction commits, and never for one that does not. A change the Bearer check
+   * depends on is numbered in the same round trip (leases.ts).
+   */
+  private async commit(client: pg.PoolClient, changes: Change[]): Promise<{ n: number; at: number } | null> {
+    if (!changes.length) {
+      await client.query('COMMIT');
+      return null;
+    }
+    const notice = client.escapeLiteral(noticeFor(this.origin, changes));
+    if (!changes.some((c) => guards(c.table, c.key))) {
+      await client.query(`SELECT pg_notify('${CHANNEL}', ${notice}); COMMIT`);
+      return null;
+    }
+    const results = (await client.query(numberedCommit(CHANNEL, notice))) as unknown as pg.QueryResult[];
+    return { n: committedNumber(results), at: performance.now() };
   }
 }
 
@@ -512,8 +548,8 @@ export interface PostgresRepositories extends Repositories {
  * Every feature's repository over `pool`, whose database migrate() has brought to the current
  * schema. The pool is the caller's to end.
  */
-export function postgresRepositories(pool: pg.Pool): PostgresRepositories {
-  const shared = new PostgresShared(pool);
+export function postgresRepositories(pool: pg.Pool, origin = newOrigin()): PostgresRepositories {
+  const shared = new PostgresShared(pool, origin);
   const scope0: Scope = { shared };
   return {
     ...repositorySet({ shared }),

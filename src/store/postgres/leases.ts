@@ -1,0 +1,277 @@
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type pg from 'pg';
+import { ENDED_GRANT_MODEL } from '../records.js';
+import { LOCK_NAMESPACE, LOCKS } from './migrations.js';
+
+/**
+ * Bearer leases: how a replica may answer the Bearer check from memory, and why a revoke is never
+ * outlived by it.
+ *
+ * The Bearer check reads a grant, its user, an API key and the mark of an ended sign-in. Reading
+ * them from the database on every call costs a round trip per call; keeping them in memory is safe
+ * only if no replica answers from memory after a change to them has been answered. So:
+ *
+ * 1. Every committed change to those records ("guarded" below) is numbered in commit order: the
+ *    writer takes an exclusive advisory lock just before its COMMIT, draws the next number and
+ *    records it in `svc_invalidations`, and sends it with the change notice. The lock is held
+ *    until the commit, so numbers commit in order and notices arrive in that order.
+ * 2. A replica that hears notice n drops what it keeps of the changed records, and only then
+ *    acknowledges n (`svc_replicas.acked`, and an acknowledgement notice).
+ * 3. A replica answers from memory only while it holds a lease: LEASE_MS from the moment it sent
+ *    its last heartbeat that succeeded, on its own monotonic clock. A heartbeat renews the lease
+ *    only if the replica has dropped every change committed so far (the highest committed number
+ *    is at most what it acknowledged), and it takes the advisory lock shared: a renewal and a
+ *    numbered commit never interleave, so a renewal either committed before the change (and the
+ *    writer sees it) or saw the change's number.
+ * 4. The writer, once committed, answers only when every replica whose lease may still run has
+ *    acknowledged its number, or LEASE_MS after its commit, when every lease taken before the
+ *    change has run out and none could be renewed without the acknowledgement.
+ *
+ * A replica cut off from the notices (its listening connection lost or stalled) cannot renew, and
+ * its lease runs out: a revoke then waits for it up to LEASE_MS, and is never outlived. A replica
+ * that loses its listening connection stops answering from memory at once, and after it is back
+ * drops everything it kept before it renews. What a person writes into the database by hand,
+ * outside svc, is not numbered: the cache keeps an entry at most MAX_AGE_MS (bearer-cache.ts).
+ */
+
+/** How long a heartbeat that succeeded lets a replica answer from memory. */
+export const LEASE_MS = 3_000;
+/** A replica heartbeats three times a lease: one lost heartbeat does not end its lease. */
+const HEARTBEAT_MS = LEASE_MS / 3;
+/** How often a writer waiting for acknowledgements reads them again (a notice can be missed). */
+const ACK_POLL_MS = 100;
+/** Rows of replicas silent for this long are removed (each start is a new replica). */
+const FORGET_REPLICA = "interval '1 day'";
+
+/** The tables whose records the Bearer check reads, all of whose changes are numbered. */
+const GUARDED_TABLES = new Set(['access_requests', 'users', 'api_keys']);
+const ENDED_PREFIX = `${ENDED_GRANT_MODEL}:`;
+
+/** Whether a change to (table, key) can change what a Bearer check answers. */
+export const guards = (table: string, key: string) => GUARDED_TABLES.has(table) || (table === 'oauth_state' && key.startsWith(ENDED_PREFIX));
+
+const lockArgs = `${LOCK_NAMESPACE}, ${LOCKS.invalidation}`;
+
+/**
+ * The statements that end a guarded transaction, in one round trip: the lock, the number, the
+ * notice carrying it, the COMMIT. `notice` is a JSON object's text, already escaped as a literal.
+ */
+export function numberedCommit(channel: string, noticeLiteral: string): string {
+  return `SELECT pg_advisory_xact_lock(${lockArgs});
+WITH c AS (INSERT INTO svc_invalidations (n) VALUES (nextval('svc_invalidation_seq')) RETURNING n)
+  SELECT n, pg_notify('${channel}', '{"n":' || n || ',' || substr(${noticeLiteral}, 2)) FROM c;
+COMMIT`;
+}
+
+/** The number a numberedCommit's results carry. */
+export const committedNumber = (results: pg.QueryResult[]) => Number(results[1].rows[0].n);
+
+/** An acknowledgement notice: replica `a` has dropped every change up to `p`. */
+export interface AckNotice {
+  a: string;
+  p: number;
+}
+
+type Read = (sql: string, params: unknown[]) => Promise<pg.QueryResult>;
+
+/**
+ * The writer's side: waits, after a guarded commit numbered `n`, until every replica whose lease
+ * may still run has acknowledged `n`, or until LEASE_MS after the commit.
+ */
+export class AckWaiter {
+  private readonly waiting = new Set<(ack: AckNotice) => void>();
+
+  constructor(
+    private readonly origin: string,
+    private readonly read: Read,
+  ) {}
+
+  /** An acknowledgement notice heard from any replica. */
+  heard(ack: AckNotice): void {
+    for (const fn of this.waiting) fn(ack);
+  }
+
+  async wait(n: number, committedAt: number): Promise<void> {
+    const deadline = committedAt + LEASE_MS;
+    const acked = new Map<string, number>();
+    let wake: () => void = () => undefined;
+    const onAck = (ack: AckNotice) => {
+      acked.set(ack.a, Math.max(ack.p, acked.get(ack.a) ?? 0));
+      wake();
+    };
+    this.waiting.add(onAck);
+    try {
+      while (performance.now() < deadline) {
+        const pending = await this.pendingOrigins(n);
+        // a database that cannot be asked: wait out the leases instead
+        if (pending && pending.every((o) => (acked.get(o) ?? 0) >= n)) return;
+        const heardOne = new Promise<void>((resolve) => (wake = resolve));
+        await Promise.race([heardOne, sleep(Math.max(0, Math.min(ACK_POLL_MS, deadline - performance.now())))]);
+      }
+    } finally {
+      this.waiting.delete(onAck);
+    }
+  }
+
+  /** The other replicas whose lease may run and who have not acknowledged `n` (null: unknown). */
+  private async pendingOrigins(n: number): Promise<string[] | null> {
+    try {
+      const res = await this.read(
+        `SELECT origin FROM svc_replicas WHERE origin <> $1 AND acked < $2 AND heartbeat_at > now() - make_interval(secs => $3)`,
+        [this.origin, n, LEASE_MS / 1000],
+      );
+      return res.rows.map((r) => r.origin as string);
+    } catch {
+      return null;
+    }
+  }
+}
+
+/** What the lease tells the cache that depends on it. */
+export interface LeaseHolder {
+  /** drop what is kept of these changed records */
+  drop(changes: [string, string][]): void;
+  /** drop everything kept */
+  clear(): void;
+}
+
+/**
+ * A replica's side: the lease it holds, the highest change it has dropped, and the heartbeat
+ * that renews the one and acknowledges the other.
+ */
+export class ReplicaLease {
+  private processed = 0;
+  private leaseUntil = 0;
+  private listening = false;
+  private beating = false;
+  private beatAgain = false;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private holder: LeaseHolder | null = null;
+  /** counts the listening connections lost: a listen() begun on an earlier one does not count */
+  private connection = 0;
+
+  constructor(
+    private readonly origin: string,
+    private readonly pool: pg.Pool,
+    private readonly channel: string,
+  ) {
+    if (!/^[A-Za-z0-9_-]+$/.test(origin)) throw new Error('a replica origin is base64url');
+  }
+
+  /** The cache this lease guards (one per replica). */
+  hold(holder: LeaseHolder): void {
+    this.holder = holder;
+  }
+
+  /** Whether kept records may answer a call now. */
+  valid(): boolean {
+    return this.listening && performance.now() < this.leaseUntil;
+  }
+
+  /**
+   * A numbered change was heard: drop it (`changes` null: it named only its tables, so drop
+   * everything), then acknowledge it. This replica's own changes come back here too, in their
+   * place in the order, but were dropped when they committed (`own`): what was kept since was read
+   * after the commit.
+   */
+  changed(n: number, changes: [string, string][] | null, own = false): void {
+    if (!own && changes) this.holder?.drop(changes);
+    else if (!own) this.holder?.clear();
+    if (n > this.processed) this.processed = n;
+    this.heartbeat();
+  }
+
+  /** The listening connection is lost: notices may be missed, so nothing kept answers from now. */
+  deaf(): void {
+    this.listening = false;
+    this.leaseUntil = 0;
+    this.connection++;
+    this.holder?.clear();
+  }
+
+  /**
+   * The listening connection is (again) listening: what was kept may have missed changes, so it
+   * is dropped, and the changes committed so far count as dropped. Then the lease is renewed. A
+   * failure is tried again while that connection lasts.
+   */
+  async listen(): Promise<void> {
+    const connection = this.connection;
+    try {
+      const res = await this.pool.query('SELECT coalesce(max(n), 0) AS top FROM svc_invalidations');
+      if (connection !== this.connection || this.closed) return;
+      this.holder?.clear();
+      this.processed = Math.max(this.processed, Number(res.rows[0].top));
+      this.listening = true;
+    } catch (err) {
+      if (connection === this.connection && !this.closed) setTimeout(() => void this.listen().catch(() => undefined), HEARTBEAT_MS).unref();
+      throw err;
+    }
+    this.heartbeat();
+    if (!this.timer && !this.closed) {
+      this.timer = setInterval(() => this.heartbeat(), HEARTBEAT_MS);
+      this.timer.unref();
+    }
+  }
+
+  /** Renews the lease and acknowledges what was dropped; one at a time, again if asked meanwhile. */
+  heartbeat(): void {
+    if (this.closed) return;
+    if (this.beating) {
+      this.beatAgain = true;
+      return;
+    }
+    this.beating = true;
+    void this.beat().finally(() => {
+      this.beating = false;
+      if (this.beatAgain) {
+        this.beatAgain = false;
+        this.heartbeat();
+      }
+    });
+  }
+
+  private async beat(): Promise<void> {
+    const sentAt = performance.now();
+    const p = this.processed;
+    try {
+      const results = (await this.pool.query(heartbeatSql(this.origin, p, this.channel))) as unknown as pg.QueryResult[];
+      const renewed = results[1].rows[0]?.renewed === true;
+      if (!renewed || !this.listening) return;
+      // a lease that ran out may have missed a change meanwhile: start again from nothing
+      if (sentAt >= this.leaseUntil) this.holder?.clear();
+      this.leaseUntil = sentAt + LEASE_MS;
+    } catch {
+      // the lease runs out by itself; the next heartbeat tries again
+    }
+  }
+
+  /** Stops renewing, and tells the other replicas not to wait for this one. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listening = false;
+    this.leaseUntil = 0;
+    if (this.timer) clearInterval(this.timer);
+    this.holder?.clear();
+    await this.pool.query('DELETE FROM svc_replicas WHERE origin = $1', [this.origin]).catch(() => undefined);
+  }
+}
+
+/**
+ * One heartbeat: under the shared advisory lock, acknowledge `p`, and renew the lease if no change
+ * numbered above `p` has committed; tell waiting writers; forget what no one needs any more.
+ */
+function heartbeatSql(origin: string, p: number, channel: string): string {
+  const ack = JSON.stringify({ a: origin, p } satisfies AckNotice);
+  return `SELECT pg_advisory_xact_lock_shared(${lockArgs});
+WITH m AS (SELECT coalesce(max(n), 0) AS top FROM svc_invalidations)
+INSERT INTO svc_replicas AS r (origin, heartbeat_at, acked)
+  SELECT '${origin}', CASE WHEN m.top <= ${p} THEN now() ELSE '-infinity'::timestamptz END, ${p} FROM m
+ON CONFLICT (origin) DO UPDATE SET acked = greatest(r.acked, EXCLUDED.acked),
+  heartbeat_at = CASE WHEN EXCLUDED.heartbeat_at = '-infinity' THEN r.heartbeat_at ELSE EXCLUDED.heartbeat_at END
+RETURNING r.heartbeat_at = now() AS renewed;
+SELECT pg_notify('${channel}', '${ack}');
+DELETE FROM svc_invalidations WHERE n < (SELECT max(n) FROM svc_invalidations);
+DELETE FROM svc_replicas WHERE heartbeat_at < now() - ${FORGET_REPLICA}`;
+}
