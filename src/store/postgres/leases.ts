@@ -53,24 +53,36 @@ export const guards = (table: string, key: string) => GUARDED_TABLES.has(table) 
 
 const lockArgs = `${LOCK_NAMESPACE}, ${LOCKS.invalidation}`;
 
+/** The replicas other than `origin` whose lease may still run and who have not acknowledged `n` (SQL). */
+const pendingSql = (origin: string, n: string) =>
+  `SELECT origin FROM svc_replicas WHERE origin <> '${origin}' AND acked < ${n} AND heartbeat_at > now() - interval '${LEASE_MS} milliseconds'`;
+
 /**
  * The statements that end a guarded transaction, in one round trip: the lock, the number, the
- * notice carrying it, the COMMIT. `notice` is a JSON object's text, already escaped as a literal.
+ * notice carrying it, the COMMIT, and then (in a transaction of its own, which sees the commit)
+ * the replicas that may keep what it changed. `noticeLiteral` is a JSON object's text, already
+ * escaped as a literal; `origin` is base64url.
  */
-export function numberedCommit(channel: string, noticeLiteral: string): string {
+export function numberedCommit(channel: string, noticeLiteral: string, origin: string): string {
   return `SELECT pg_advisory_xact_lock(${lockArgs});
 WITH c AS (INSERT INTO svc_invalidations (n) VALUES (nextval('svc_invalidation_seq')) RETURNING n)
   SELECT n, pg_notify('${channel}', '{"n":' || n || ',' || substr(${noticeLiteral}, 2)) FROM c;
-COMMIT`;
+COMMIT;
+${pendingSql(origin, "currval('svc_invalidation_seq')")}`;
 }
 
-/** The number a numberedCommit's results carry. */
-export const committedNumber = (results: pg.QueryResult[]) => Number(results[1].rows[0].n);
+/** A numberedCommit's number, and the replicas it found yet to acknowledge it. */
+export const committedNumber = (results: pg.QueryResult[]) => ({ n: Number(results[1].rows[0].n), pending: results[3].rows.map((r) => r.origin as string) });
 
 /** An acknowledgement notice: replica `a` has dropped every change up to `p`. */
 export interface AckNotice {
   a: string;
   p: number;
+}
+
+/** Origins go into SQL text: only base64url is accepted. */
+function assertOrigin(origin: string): void {
+  if (!/^[A-Za-z0-9_-]+$/.test(origin)) throw new Error('a replica origin is base64url');
 }
 
 type Read = (sql: string, params: unknown[]) => Promise<pg.QueryResult>;
@@ -85,14 +97,18 @@ export class AckWaiter {
   constructor(
     private readonly origin: string,
     private readonly read: Read,
-  ) {}
+  ) {
+    assertOrigin(origin);
+  }
 
   /** An acknowledgement notice heard from any replica. */
   heard(ack: AckNotice): void {
     for (const fn of this.waiting) fn(ack);
   }
 
-  async wait(n: number, committedAt: number): Promise<void> {
+  /** `pending`: the replicas the commit found yet to acknowledge (read again while waiting). */
+  async wait(n: number, committedAt: number, pending: string[] | null): Promise<void> {
+    if (pending?.length === 0) return;
     const deadline = committedAt + LEASE_MS;
     const acked = new Map<string, number>();
     let wake: () => void = () => undefined;
@@ -102,26 +118,28 @@ export class AckWaiter {
     };
     this.waiting.add(onAck);
     try {
-      while (performance.now() < deadline) {
-        const pending = await this.pendingOrigins(n);
-        // a database that cannot be asked: wait out the leases instead
+      let lastRead = performance.now();
+      for (;;) {
+        // a database that cannot be asked (null): wait out the leases instead
         if (pending && pending.every((o) => (acked.get(o) ?? 0) >= n)) return;
+        const left = deadline - performance.now();
+        if (left <= 0) return;
         const heardOne = new Promise<void>((resolve) => (wake = resolve));
-        await Promise.race([heardOne, sleep(Math.max(0, Math.min(ACK_POLL_MS, deadline - performance.now())))]);
+        await Promise.race([heardOne, sleep(Math.min(ACK_POLL_MS, left))]);
+        // an acknowledgement notice can be missed (this replica's listening connection down)
+        if (performance.now() - lastRead >= ACK_POLL_MS) {
+          pending = await this.pendingOrigins(n);
+          lastRead = performance.now();
+        }
       }
     } finally {
       this.waiting.delete(onAck);
     }
   }
 
-  /** The other replicas whose lease may run and who have not acknowledged `n` (null: unknown). */
   private async pendingOrigins(n: number): Promise<string[] | null> {
     try {
-      const res = await this.read(
-        `SELECT origin FROM svc_replicas WHERE origin <> $1 AND acked < $2 AND heartbeat_at > now() - make_interval(secs => $3)`,
-        [this.origin, n, LEASE_MS / 1000],
-      );
-      return res.rows.map((r) => r.origin as string);
+      return (await this.read(pendingSql(this.origin, String(n)), [])).rows.map((r) => r.origin as string);
     } catch {
       return null;
     }
@@ -151,13 +169,14 @@ export class ReplicaLease {
   private holder: LeaseHolder | null = null;
   /** counts the listening connections lost: a listen() begun on an earlier one does not count */
   private connection = 0;
+  private beats = 0;
 
   constructor(
     private readonly origin: string,
     private readonly pool: pg.Pool,
     private readonly channel: string,
   ) {
-    if (!/^[A-Za-z0-9_-]+$/.test(origin)) throw new Error('a replica origin is base64url');
+    assertOrigin(origin);
   }
 
   /** The cache this lease guards (one per replica). */
@@ -235,8 +254,10 @@ export class ReplicaLease {
   private async beat(): Promise<void> {
     const sentAt = performance.now();
     const p = this.processed;
+    // a tenth of the heartbeats also forget what no one needs any more: acknowledgements stay short
+    const prune = ++this.beats % 10 === 0;
     try {
-      const results = (await this.pool.query(heartbeatSql(this.origin, p, this.channel))) as unknown as pg.QueryResult[];
+      const results = (await this.pool.query(heartbeatSql(this.origin, p, this.channel, prune))) as unknown as pg.QueryResult[];
       const renewed = results[1].rows[0]?.renewed === true;
       if (!renewed || !this.listening) return;
       // a lease that ran out may have missed a change meanwhile: start again from nothing
@@ -260,18 +281,21 @@ export class ReplicaLease {
 
 /**
  * One heartbeat: under the shared advisory lock, acknowledge `p`, and renew the lease if no change
- * numbered above `p` has committed; tell waiting writers; forget what no one needs any more.
+ * numbered above `p` has committed; tell waiting writers; with `prune`, forget the numbers below
+ * the highest and the replicas silent for a day.
  */
-function heartbeatSql(origin: string, p: number, channel: string): string {
+function heartbeatSql(origin: string, p: number, channel: string, prune: boolean): string {
   const ack = JSON.stringify({ a: origin, p } satisfies AckNotice);
-  return `SELECT pg_advisory_xact_lock_shared(${lockArgs});
+  const beat = `SELECT pg_advisory_xact_lock_shared(${lockArgs});
 WITH m AS (SELECT coalesce(max(n), 0) AS top FROM svc_invalidations)
 INSERT INTO svc_replicas AS r (origin, heartbeat_at, acked)
   SELECT '${origin}', CASE WHEN m.top <= ${p} THEN now() ELSE '-infinity'::timestamptz END, ${p} FROM m
 ON CONFLICT (origin) DO UPDATE SET acked = greatest(r.acked, EXCLUDED.acked),
   heartbeat_at = CASE WHEN EXCLUDED.heartbeat_at = '-infinity' THEN r.heartbeat_at ELSE EXCLUDED.heartbeat_at END
 RETURNING r.heartbeat_at = now() AS renewed;
-SELECT pg_notify('${channel}', '${ack}');
+SELECT pg_notify('${channel}', '${ack}')`;
+  if (!prune) return beat;
+  return `${beat};
 DELETE FROM svc_invalidations WHERE n < (SELECT max(n) FROM svc_invalidations);
 DELETE FROM svc_replicas WHERE heartbeat_at < now() - ${FORGET_REPLICA}`;
 }

@@ -116,12 +116,12 @@ export class PostgresShared {
   async transaction<R>(fn: (tx: TxState) => Promise<R>): Promise<R> {
     const { result, numbered } = await this.commitOnce(fn);
     // a change the Bearer check depends on is answered once no replica can answer from memory before it
-    if (numbered) await this.acks.wait(numbered.n, numbered.at);
+    if (numbered) await this.acks.wait(numbered.n, numbered.at, numbered.pending);
     return result;
   }
 
   /** `fn` in a transaction that committed, with the number of its guarded change (leases.ts), if it made one. */
-  private async commitOnce<R>(fn: (tx: TxState) => Promise<R>): Promise<{ result: R; numbered: { n: number; at: number } | null }> {
+  private async commitOnce<R>(fn: (tx: TxState) => Promise<R>): Promise<{ result: R; numbered: Numbered | null }> {
     if (inTransaction?.getStore()) throw nestedTransaction();
     const began = Date.now();
     for (let attempt = 1; ; attempt++) {
@@ -167,7 +167,7 @@ export class PostgresShared {
    * when the transaction commits, and never for one that does not. A change the Bearer check
    * depends on is numbered in the same round trip (leases.ts).
    */
-  private async commit(client: pg.PoolClient, changes: Change[]): Promise<{ n: number; at: number } | null> {
+  private async commit(client: pg.PoolClient, changes: Change[]): Promise<Numbered | null> {
     if (!changes.length) {
       await client.query('COMMIT');
       return null;
@@ -177,9 +177,16 @@ export class PostgresShared {
       await client.query(`SELECT pg_notify('${CHANNEL}', ${notice}); COMMIT`);
       return null;
     }
-    const results = (await client.query(numberedCommit(CHANNEL, notice))) as unknown as pg.QueryResult[];
-    return { n: committedNumber(results), at: performance.now() };
+    const results = (await client.query(numberedCommit(CHANNEL, notice, this.origin))) as unknown as pg.QueryResult[];
+    return { ...committedNumber(results), at: performance.now() };
   }
+}
+
+/** A guarded commit: its number, when it was answered, and the replicas it found yet to acknowledge it. */
+interface Numbered {
+  n: number;
+  at: number;
+  pending: string[];
 }
 
 /** The running transaction: its client, its changes so far, and the first statement that failed. */
