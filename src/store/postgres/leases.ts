@@ -41,6 +41,8 @@ export const LEASE_MS = 3_000;
 const HEARTBEAT_MS = LEASE_MS / 3;
 /** How often a writer waiting for acknowledgements reads them again (a notice can be missed). */
 const ACK_POLL_MS = 100;
+/** Replicas whose acknowledgements a writer remembers before it forgets the silent ones. */
+const MAX_REPLICAS_HEARD = 100;
 /** Rows of replicas silent for this long are removed (each start is a new replica). */
 const FORGET_REPLICA = "interval '1 day'";
 
@@ -92,7 +94,13 @@ type Read = (sql: string, params: unknown[]) => Promise<pg.QueryResult>;
  * may still run has acknowledged `n`, or until LEASE_MS after the commit.
  */
 export class AckWaiter {
-  private readonly waiting = new Set<(ack: AckNotice) => void>();
+  private readonly waiting = new Set<() => void>();
+  /**
+   * The highest number each replica acknowledged, as heard. An acknowledgement can arrive before
+   * the writer's own COMMIT round trip has returned, so it is kept rather than only passed to
+   * writers already waiting. Acknowledgements only grow, so the highest says it all.
+   */
+  private readonly heardFrom = new Map<string, { p: number; at: number }>();
 
   constructor(
     private readonly origin: string,
@@ -103,25 +111,24 @@ export class AckWaiter {
 
   /** An acknowledgement notice heard from any replica. */
   heard(ack: AckNotice): void {
-    for (const fn of this.waiting) fn(ack);
+    const now = performance.now();
+    if (this.heardFrom.size >= MAX_REPLICAS_HEARD) this.forgetSilent(now);
+    this.heardFrom.set(ack.a, { p: Math.max(ack.p, this.heardFrom.get(ack.a)?.p ?? 0), at: now });
+    for (const wake of this.waiting) wake();
   }
 
   /** `pending`: the replicas the commit found yet to acknowledge (read again while waiting). */
   async wait(n: number, committedAt: number, pending: string[] | null): Promise<void> {
     if (pending?.length === 0) return;
     const deadline = committedAt + LEASE_MS;
-    const acked = new Map<string, number>();
     let wake: () => void = () => undefined;
-    const onAck = (ack: AckNotice) => {
-      acked.set(ack.a, Math.max(ack.p, acked.get(ack.a) ?? 0));
-      wake();
-    };
+    const onAck = () => wake();
     this.waiting.add(onAck);
     try {
       let lastRead = performance.now();
       for (;;) {
         // a database that cannot be asked (null): wait out the leases instead
-        if (pending && pending.every((o) => (acked.get(o) ?? 0) >= n)) return;
+        if (pending && pending.every((o) => (this.heardFrom.get(o)?.p ?? 0) >= n)) return;
         const left = deadline - performance.now();
         if (left <= 0) return;
         const heardOne = new Promise<void>((resolve) => (wake = resolve));
@@ -135,6 +142,11 @@ export class AckWaiter {
     } finally {
       this.waiting.delete(onAck);
     }
+  }
+
+  /** Replicas not heard from for a minute are forgotten (each start of a replica is a new one). */
+  private forgetSilent(now: number): void {
+    for (const [origin, { at }] of this.heardFrom) if (now - at > 60_000) this.heardFrom.delete(origin);
   }
 
   private async pendingOrigins(n: number): Promise<string[] | null> {
