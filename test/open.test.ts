@@ -29,7 +29,7 @@ describe('svc open', () => {
 
   it('--print gives a link to the home page that signs a browser in as the CLI\'s user, once', async () => {
     const url = await link();
-    expect(url).toMatch(new RegExp(`^${d.baseUrl}/ui/login-link\\?token=[\\w-]{40,}$`));
+    expect(url).toMatch(new RegExp(`^${d.baseUrl}/ui/login-link\\?token=[\\w.-]{40,}$`));
     const first = await browse(url);
     expect(first.res.status).toBe(303);
     expect(first.res.headers.get('location')).toBe('/ui');
@@ -57,7 +57,21 @@ describe('svc open', () => {
     expect(expired.me.status).toBe(401);
   });
 
-  it('a made-up or missing token signs nobody in', async () => {
+  it('a made-up, altered or missing token signs nobody in', async () => {
+    const token = new URL(await link()).searchParams.get('token')!;
+    const [nonce, body, tag] = token.split('.');
+    const flipped = (part: string) => (part[0] === 'A' ? 'B' : 'A') + part.slice(1);
+    const forged = [
+      `${nonce}.${flipped(body)}.${tag}`,
+      `${nonce}.${body}.${flipped(tag)}`,
+      // GCM takes a tag cut to 4 bytes unless told not to: a forger's guess would need only 2^32 tries
+      `${nonce}.${body}.${tag.slice(0, 6)}`,
+      `${nonce}.${body}.${tag}.x`,
+      `sealed:v1:${token}`,
+    ];
+    for (const t of forged) expect((await browse(`${d.baseUrl}/ui/login-link?token=${encodeURIComponent(t)}`)).res.status, t).toBe(400);
+    // the link itself was not spent by the forgeries
+    expect((await browse(`${d.baseUrl}/ui/login-link?token=${token}`)).me.status).toBe(200);
     for (const path of ['/ui/login-link', '/ui/login-link?token=', `/ui/login-link?token=${'a'.repeat(43)}`, `/ui/login-link?token=${'a'.repeat(5000)}`]) {
       const browser = new Api(d.url);
       expect((await browser.get(path)).status, path).toBe(400);

@@ -75,6 +75,27 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect(after.status).toBe(401);
   });
 
+  it('a `svc open` link made on one replica signs a browser in through the other, once on any replica', async () => {
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const made = await admin.post('/svc/v1/auth/login-links');
+    expect(made.status).toBe(201);
+    const path = new URL(made.body.url).pathname + new URL(made.body.url).search;
+    const madeOn = team.balancer.history.at(-1);
+    const browser = team.api();
+    const used = await browser.get(path);
+    expect(team.balancer.history.at(-1)).not.toBe(madeOn);
+    expect(used.status).toBe(303);
+    expect((await browser.get('/svc/v1/auth/me')).body.user.username).toBe('admin');
+    // used once through either replica, it works on neither again
+    for (let i = 0; i < 2; i++) expect((await team.api().get(path)).status).toBe(400);
+    expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
+    // two browsers using one link at once, one on each replica: exactly one is signed in
+    const raced = new URL((await admin.post('/svc/v1/auth/login-links')).body.url);
+    const answers = await Promise.all([0, 1].map(() => team.api().get(raced.pathname + raced.search)));
+    expect(answers.map((a) => a.status).sort()).toEqual([303, 400]);
+  });
+
   it('an access request created on one replica is approved on the other, and its app sees the grant on either', async () => {
     const team = await startTeam();
     const admin = await team.api().login('admin', team.password);

@@ -42,7 +42,7 @@ export interface Services {
 export async function createServices(deps: AppDeps, activity: ActivityStore): Promise<Services> {
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
-  const loginLinks = new LoginLinks(deps.clock);
+  const loginLinks = new LoginLinks(deps.box, deps.repos, deps.clock);
   const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {

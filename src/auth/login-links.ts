@@ -1,41 +1,75 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Clock } from '../http/context.js';
+import { SEALED_PREFIX, type SecretBox } from '../store/crypto.js';
+import type { Repositories } from '../store/repositories.js';
+import { SEAL_KINDS } from '../store/seal-kinds.js';
 
 /** How long a link stays good: long enough to reach a browser, short enough to be worth nothing later. */
 export const LOGIN_LINK_TTL_MS = 60_000;
-/** Links waiting at once; minting more drops the oldest (each is good for a minute anyway). */
-const MAX_WAITING = 100;
+/** The oauthState rows that mark a link used, until it would have expired anyway (then swept). */
+const SPENT_MODEL = 'LoginLinkSpent';
+/** A sealed token is about 130 characters; anything much longer is not one. */
+const MAX_TOKEN_LENGTH = 400;
+const SEAL_ID = 'login_link';
 
-const hash = (token: string) => createHash('sha256').update(token).digest('base64url');
+interface LinkClaims {
+  /** the user it signs in */
+  u: string;
+  /** when it stops working (ms) */
+  e: number;
+  /** what makes it one of a kind, and marks it used */
+  n: string;
+}
+
+const hash = (value: string) => createHash('sha256').update(value).digest('base64url');
 
 /**
  * One-time links that sign a browser in as the user who asked for one (`svc open`): the CLI is
- * logged in already, so the person should not type a password again to see the home page. A
- * link works once, within a minute; only its hash is kept, in memory (a restart ends them all).
+ * logged in already, so the person should not type a password again to see the home page. A link
+ * works once, within a minute.
+ *
+ * The token carries its user and expiry, sealed with the master key, so nothing is stored when one
+ * is made and any replica of a team server opens it (the CLI asks its own replica; the browser may
+ * reach another through the balancer). Its first use is stored (under a hash of its nonce, in one
+ * transaction that finds none before it), so of two uses on any replicas exactly one signs in; that
+ * mark expires with the link and the OAuth sweep removes it.
  */
 export class LoginLinks {
-  private readonly waiting = new Map<string, { userId: string; expiresAt: number }>();
-
-  constructor(private readonly clock: Clock) {}
+  constructor(
+    private readonly box: SecretBox,
+    private readonly repos: Repositories,
+    private readonly clock: Clock,
+  ) {}
 
   /** A new token for `userId`, and when it stops working. */
   mint(userId: string): { token: string; expiresAt: number } {
-    const now = this.clock();
-    for (const [key, link] of this.waiting) if (link.expiresAt <= now) this.waiting.delete(key);
-    while (this.waiting.size >= MAX_WAITING) this.waiting.delete(this.waiting.keys().next().value!);
-    const token = randomBytes(32).toString('base64url');
-    const expiresAt = now + LOGIN_LINK_TTL_MS;
-    this.waiting.set(hash(token), { userId, expiresAt });
-    return { token, expiresAt };
+    const expiresAt = this.clock() + LOGIN_LINK_TTL_MS;
+    const claims: LinkClaims = { u: userId, e: expiresAt, n: randomBytes(16).toString('base64url') };
+    // the sealed value without its fixed prefix: a token of base64url and dots, whole in a URL
+    return { token: this.box.seal(SEAL_KINDS.loginLink, SEAL_ID, JSON.stringify(claims)).slice(SEALED_PREFIX.length), expiresAt };
   }
 
-  /** The user a token signs in, once: it is spent whether or not it is still good. */
-  redeem(token: string): string | null {
-    if (token.length === 0 || token.length > 200) return null;
-    const key = hash(token);
-    const link = this.waiting.get(key);
-    this.waiting.delete(key);
-    if (!link || link.expiresAt <= this.clock()) return null;
-    return link.userId;
+  /** The user a token signs in, once: null for a token that is not one, expired, or used already. */
+  async redeem(token: string): Promise<string | null> {
+    const claims = token.length > 0 && token.length <= MAX_TOKEN_LENGTH ? this.opened(token) : null;
+    const now = this.clock();
+    if (!claims || claims.e <= now) return null;
+    const mark = { model: SPENT_MODEL, id: hash(claims.n), payload: '', grant_id: null, expires_at: claims.e, created_at: now };
+    const key = `${mark.model}:${mark.id}`;
+    const first = await this.repos.transaction(async (r) => {
+      if (await r.oauthState.get(key)) return false;
+      await r.oauthState.put(mark);
+      return true;
+    });
+    return first ? claims.u : null;
+  }
+
+  private opened(token: string): LinkClaims | null {
+    try {
+      const claims = JSON.parse(this.box.open(SEAL_KINDS.loginLink, SEAL_ID, SEALED_PREFIX + token)) as Partial<LinkClaims>;
+      return typeof claims.u === 'string' && typeof claims.e === 'number' && typeof claims.n === 'string' ? (claims as LinkClaims) : null;
+    } catch {
+      return null;
+    }
   }
 }

@@ -62,7 +62,7 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       path: '/svc/v1/auth/login-links',
       operationId: 'createLoginLink',
       summary: 'A one-time link that signs a browser in as you and opens the home page (svc open)',
-      description: 'The link works once, within 60 seconds; a used or expired one signs nobody in. Only a hash of it is kept, in memory.',
+      description: 'The link works once, within 60 seconds, on any replica of a team server; a used or expired one signs nobody in. It is sealed with the master key, not stored; its use is stored until it expires.',
       tags: ['auth'],
       auth: 'session',
       responses: { 201: { description: 'The link', schema: loginLink } },

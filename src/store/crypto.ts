@@ -1,6 +1,8 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 
-const PREFIX = 'sealed:v1:';
+/** What every sealed value starts with. */
+export const SEALED_PREFIX = 'sealed:v1:';
+const PREFIX = SEALED_PREFIX;
 
 /** Whether a stored value is a sealed one (whatever key sealed it). */
 export const isSealed = (value: unknown): value is string => typeof value === 'string' && value.startsWith(PREFIX);
@@ -30,11 +32,15 @@ export class SecretBox {
 
   open(kind: string, id: string, sealed: string): string {
     if (!sealed.startsWith(PREFIX)) throw new Error('not a sealed value');
-    const [nonce, body, tag] = sealed.slice(PREFIX.length).split('.');
-    if (!nonce || body === undefined || !tag) throw new Error('malformed sealed value');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(nonce, 'base64url'));
+    const [nonce, body, tag, ...rest] = sealed.slice(PREFIX.length).split('.');
+    if (!nonce || body === undefined || !tag || rest.length) throw new Error('malformed sealed value');
+    const nonceBytes = Buffer.from(nonce, 'base64url');
+    const tagBytes = Buffer.from(tag, 'base64url');
+    // GCM would accept a tag cut to 4 bytes, which a forger could guess: only the whole 16 are taken
+    if (nonceBytes.length !== 12 || tagBytes.length !== 16) throw new Error('malformed sealed value');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, nonceBytes, { authTagLength: 16 });
     decipher.setAAD(Buffer.from(`${kind}\0${id}`, 'utf8'));
-    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    decipher.setAuthTag(tagBytes);
     return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
   }
 }

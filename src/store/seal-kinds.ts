@@ -16,6 +16,8 @@ export const SEAL_KINDS = {
   oauthState: 'oauth_state',
   /** the authorization server's signing keys, id `jwks` */
   signingKeys: 'oauth_signing_keys',
+  /** a `svc open` link's token, id `login_link`: handed out, never stored */
+  loginLink: 'login_link',
 } as const;
 
 /** The id an MCP instance's header is sealed with: header names compare case-insensitively. */

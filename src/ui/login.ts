@@ -107,7 +107,7 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
   // `svc open`: a link the CLI made signs this browser in once, then the home page
   router.get('/ui/login-link', async function redeemLoginLink(ctx) {
     const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
-    const userId = links.redeem(token);
+    const userId = await links.redeem(token);
     const user = userId ? await deps.repos.users.get(userId) : undefined;
     if (!user) {
       sendPage(ctx, 400, 'Link used or expired', () => html`<div class="card">
