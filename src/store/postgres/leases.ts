@@ -17,7 +17,8 @@ import { LOCK_NAMESPACE, LOCKS } from './migrations.js';
  *    records it in `svc_invalidations`, and sends it with the change notice. The lock is held
  *    until the commit, so numbers commit in order and notices arrive in that order.
  * 2. A replica that hears notice n drops what it keeps of the changed records, and only then
- *    acknowledges n (`svc_replicas.acked`, and an acknowledgement notice).
+ *    acknowledges n: at once with a notice (no write, so no wait for the disk), and in
+ *    `svc_replicas.acked` at its next heartbeat, for a writer that missed the notice.
  * 3. A replica answers from memory only while it holds a lease: LEASE_MS from the moment it sent
  *    its last heartbeat that succeeded, on its own monotonic clock. A heartbeat renews the lease
  *    only if the replica has dropped every change committed so far (the highest committed number
@@ -211,7 +212,15 @@ export class ReplicaLease {
     if (!own && changes) this.holder?.drop(changes);
     else if (!own) this.holder?.clear();
     if (n > this.processed) this.processed = n;
-    this.heartbeat();
+    this.acknowledge();
+  }
+
+  /** Tells the writers what this replica has dropped: a notice only (the heartbeat records it). */
+  private acknowledge(): void {
+    if (this.closed) return;
+    const ack = JSON.stringify({ a: this.origin, p: this.processed } satisfies AckNotice);
+    // a lost acknowledgement costs a writer a wait (for the next heartbeat, or the lease), never safety
+    this.pool.query('SELECT pg_notify($1, $2)', [this.channel, ack]).catch(() => undefined);
   }
 
   /** The listening connection is lost: notices may be missed, so nothing kept answers from now. */
