@@ -219,8 +219,11 @@ export class ReplicaLease {
   private acknowledge(): void {
     if (this.closed) return;
     const ack = JSON.stringify({ a: this.origin, p: this.processed } satisfies AckNotice);
-    // a lost acknowledgement costs a writer a wait (for the next heartbeat, or the lease), never safety
-    this.pool.query('SELECT pg_notify($1, $2)', [this.channel, ack]).catch(() => undefined);
+    // A NOTIFY commits a transaction, which would wait for the disk: not this one. The notice goes
+    // out at the commit all the same, and losing it to a crash of the database loses nothing that
+    // must last (it speaks of this replica's memory). A lost acknowledgement costs a writer a wait
+    // (for the next heartbeat, or the lease), never safety.
+    this.pool.query(`BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_notify('${this.channel}', '${ack}'); COMMIT`).catch(() => undefined);
   }
 
   /** The listening connection is lost: notices may be missed, so nothing kept answers from now. */
