@@ -3,7 +3,6 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     globalSetup: ['test/global-setup.ts'],
-    include: ['test/**/*.test.ts', 'test/**/*.test.tsx', 'src/**/*.test.ts', 'src/**/*.test.tsx'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
@@ -12,5 +11,19 @@ export default defineConfig({
     // Files and the tests in them run in a new order each time (the seed is printed, and
     // --sequence.seed=N repeats it): no test may lean on another having run first.
     sequence: { shuffle: true },
+    projects: [
+      {
+        // The system tests share a worker's loaded modules from one file to the next (about
+        // 0.5 s of imports a file saved): each file starts and stops what it runs, and puts back
+        // what it changes of the process (held-calls-lifecycle's PATH).
+        extends: true,
+        test: { name: 'system', include: ['test/**/*.test.ts', 'test/**/*.test.tsx'], isolate: false },
+      },
+      {
+        // The unit tests keep a process each: the TUI's force colour support before chalk loads.
+        extends: true,
+        test: { name: 'unit', include: ['src/**/*.test.ts', 'src/**/*.test.tsx'] },
+      },
+    ],
   },
 });
