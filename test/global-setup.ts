@@ -7,6 +7,8 @@ import path from 'node:path';
  * requirements.ts) and ends the run with one line each: what is missing and how to install it.
  */
 export default function setup() {
+  // The root config and each project (vitest.config.ts) name this setup: the first one does it.
+  if (process.env.SVC_TEST_SKIPS_FILE) return () => undefined;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svc-test-skips-'));
   const file = path.join(dir, 'skips.jsonl');
   process.env.SVC_TEST_SKIPS_FILE = file;

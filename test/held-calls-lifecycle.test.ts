@@ -18,6 +18,7 @@ let risky: Awaited<ReturnType<typeof startRiskyServer>>;
 let bin: string;
 let notified: string;
 
+const pathBefore = process.env.PATH;
 beforeAll(async () => {
   risky = await startRiskyServer();
   // a notify-send that writes down each notification, one line of arguments each, first on the PATH
@@ -26,9 +27,11 @@ beforeAll(async () => {
   await writeFile(notified, '');
   await writeFile(path.join(bin, 'notify-send'), `#!/bin/sh\nprintf '%s|' "$@" | tr '\\n' ' ' >> '${notified}'\nprintf '\\n' >> '${notified}'\n`);
   await chmod(path.join(bin, 'notify-send'), 0o755);
-  process.env.PATH = `${bin}${path.delimiter}${process.env.PATH}`;
+  process.env.PATH = `${bin}${path.delimiter}${pathBefore}`;
 });
 afterAll(async () => {
+  // the test files after this one in the same worker (vitest.config.ts) get the PATH they had
+  process.env.PATH = pathBefore;
   await risky.close();
 });
 

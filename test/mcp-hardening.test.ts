@@ -217,14 +217,15 @@ describe('MCP proxy hardening', () => {
     });
   });
 
-  describe('item 10: an upstream that stalls or breaks off never hangs the app or hands it half an answer', () => {
-    it('headers then silence: 504 in the contract shape', async () => {
+  // Each of these waits out the MCP timeout on a connection of its own: they wait together.
+  describe.concurrent('item 10: an upstream that stalls or breaks off never hangs the app or hands it half an answer', () => {
+    it('headers then silence: 504 in the contract shape', async ({ expect }) => {
       const res = await post('stalls', call('x'));
       expect(res.status).toBe(504);
       expect((await res.json()).error.code).toBe('upstream_timeout');
     });
 
-    it('a GET stream whose upstream never sends its headers: 504 within the MCP timeout, not a day later', async () => {
+    it('a GET stream whose upstream never sends its headers: 504 within the MCP timeout, not a day later', async ({ expect }) => {
       const started = performance.now();
       const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids.silent}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
       expect(res.status).toBe(504);
@@ -232,13 +233,13 @@ describe('MCP proxy hardening', () => {
       expect(performance.now() - started).toBeLessThan(MCP_TIMEOUT_MS + 3_000);
     });
 
-    it('an established GET stream may stay quiet for longer than the MCP timeout: what the upstream says later still arrives', async () => {
+    it('an established GET stream may stay quiet for longer than the MCP timeout: what the upstream says later still arrives', async ({ expect }) => {
       const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids.quiet}/mcp`, { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream' }, signal: AbortSignal.timeout(15_000) });
       expect(res.status).toBe(200);
       expect(await res.text()).toContain('data: {"late":true}');
     });
 
-    it('a reset mid-body, with or without Content-Length: 502, never a truncated 200', async () => {
+    it('a reset mid-body, with or without Content-Length: 502, never a truncated 200', async ({ expect }) => {
       for (const name of ['resets', 'cut']) {
         const res = await post(name, call('x'));
         expect(res.status, name).toBe(502);

@@ -198,10 +198,15 @@ describe('OpenAI proxy hardening', () => {
   describe('item 10: a non-streamed call never hangs and never gets a truncated 200', () => {
     for (const path of Object.keys(ENDPOINTS)) {
       it(`${path}: headers then a stall is a 504 in the OpenAI shape`, async () => {
-        for (const model of ['stall-headers', 'stall-cl', 'stall-chunked']) {
-          const res = await call(path, ENDPOINTS[path](model));
-          expect(res.status, model).toBe(504);
-          const body = await res.json();
+        // the three stalls are waited out at once: each is its own call on its own upstream connection
+        const answers = await Promise.all(
+          ['stall-headers', 'stall-cl', 'stall-chunked'].map(async (model) => {
+            const res = await call(path, ENDPOINTS[path](model));
+            return { model, status: res.status, body: await res.json() };
+          }),
+        );
+        for (const { model, status, body } of answers) {
+          expect(status, model).toBe(504);
           expectErrorShape(body);
           expect(body.error).toMatchObject({ type: 'upstream_error', code: 'upstream_timeout' });
         }

@@ -1,5 +1,6 @@
 /** Drives the real `svc` binary (bin/svc.js -> dist/) as a user or a script would. */
 import { existsSync, readdirSync, statSync } from 'node:fs';
+import http from 'node:http';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -76,16 +77,30 @@ export async function runSvcInProcess(args: string[], opts: { env: Record<string
   const { main } = await import('../../src/cli/main.js');
   let stdout = '';
   let stderr = '';
-  const exitCode = await main(['node', 'svc', ...args], {
-    out: (t) => void (stdout += t),
-    err: (t) => void (stderr += t),
-    // a terminal of that width, as a person sees the output (tables, short ids, relative times)
-    isTTY: Boolean(opts.tty),
-    columns: opts.tty?.columns,
-    env: opts.env,
-    stdin: async () => opts.input ?? '',
-  });
-  return { exitCode, stdout, stderr };
+  try {
+    const exitCode = await main(['node', 'svc', ...args], {
+      out: (t) => void (stdout += t),
+      err: (t) => void (stderr += t),
+      // a terminal of that width, as a person sees the output (tables, short ids, relative times)
+      isTTY: Boolean(opts.tty),
+      columns: opts.tty?.columns,
+      env: opts.env,
+      stdin: async () => opts.input ?? '',
+    });
+    return { exitCode, stdout, stderr };
+  } finally {
+    closeIdleCliConnections();
+  }
+}
+
+/**
+ * The command's connections to the daemon end with it, as they do when a real `svc` process
+ * exits. Left open, the idle keep-alive connection the CLI's client (node:http's global agent)
+ * keeps to the daemon's Unix socket would hold the daemon's stop for the keep-alive timeout
+ * (about 4 s a daemon). Only idle sockets are closed: a request in flight is never cut.
+ */
+function closeIdleCliConnections(): void {
+  for (const sockets of Object.values(http.globalAgent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
 }
 
 export interface ServeProcess {
