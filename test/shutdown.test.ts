@@ -5,6 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import OpenAI from 'openai';
 import { expect, it } from 'vitest';
+import { localSocketPlace } from '../src/daemon-info.js';
 import { startTestDaemon, tempDir } from './helpers/daemon.js';
 import { Api, createBody } from './helpers/http.js';
 import { approvedScope, authorize, oidcConfig, registerClient } from './helpers/oauth.js';
@@ -61,14 +62,20 @@ it('stops its start steps in the reverse of their order: daemon.json goes last b
   expect(stepsLogged('shutdown step failed')).toEqual([]);
 });
 
-it('closes idle connections at once: a keep-alive socket and one that never sent a request do not hold shutdown', { timeout: 8_000 }, async () => {
+it('closes idle connections at once: a keep-alive socket, one that never sent a request, and an idle CLI connection do not hold shutdown', { timeout: 8_000 }, async () => {
   const d = await startTestDaemon();
   const closed = (s: net.Socket) => new Promise<void>((resolve) => s.once('close', () => resolve()));
-  const connect = () =>
+  const connect = (path?: string) =>
     new Promise<net.Socket>((resolve, reject) => {
-      const s = net.connect(d.port, '127.0.0.1', () => resolve(s));
+      const s = path ? net.connect(path, () => resolve(s)) : net.connect(d.port, '127.0.0.1', () => resolve(s));
       s.on('error', reject);
     });
+  // the CLI's socket: a keep-alive connection left idle after its answer (a `svc review` open)
+  const cli = await connect(localSocketPlace(d.dataDir).path);
+  cli.on('error', () => undefined);
+  cli.write(`GET /svc/v1/health HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nConnection: keep-alive\r\n\r\n`);
+  await new Promise((r) => cli.once('data', r));
+  const cliClosed = closed(cli);
   // a browser's spare connection: open, nothing sent
   const silent = await connect();
   silent.on('error', () => undefined);
@@ -77,9 +84,12 @@ it('closes idle connections at once: a keep-alive socket and one that never sent
   kept.on('error', () => undefined);
   kept.write(`GET /svc/v1/health HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nConnection: keep-alive\r\n\r\n`);
   await new Promise((r) => kept.once('data', r));
-  const bothClosed = Promise.all([closed(silent), closed(kept)]);
+  const bothClosed = Promise.all([closed(silent), closed(kept), cliClosed]);
+  const stopping = Date.now();
   await d.stop();
   await bothClosed;
+  // an idle connection is not waited for until its keep-alive runs out (5 s)
+  expect(Date.now() - stopping).toBeLessThan(2_000);
   // the 10 s forced close for busy connections never had to run
   expect(d.logs.join('')).not.toContain('still busy');
 });
