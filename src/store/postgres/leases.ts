@@ -56,9 +56,17 @@ export const guards = (table: string, key: string) => GUARDED_TABLES.has(table) 
 
 const lockArgs = `${LOCK_NAMESPACE}, ${LOCKS.invalidation}`;
 
+/**
+ * How far the database's clock may step forward without a writer taking a live replica for a
+ * silent one: a writer waits for every replica heard from within a lease and this, and its own
+ * monotonic clock ends the wait when the lease has surely run out. After a replica dies (its row
+ * stays until a day has passed), writers wait for it at most a lease, for this long.
+ */
+const CLOCK_STEP_MS = 10_000;
+
 /** The replicas other than `origin` whose lease may still run and who have not acknowledged `n` (SQL). */
 const pendingSql = (origin: string, n: string) =>
-  `SELECT origin FROM svc_replicas WHERE origin <> '${origin}' AND acked < ${n} AND heartbeat_at > now() - interval '${LEASE_MS} milliseconds'`;
+  `SELECT origin FROM svc_replicas WHERE origin <> '${origin}' AND acked < ${n} AND heartbeat_at > now() - interval '${LEASE_MS + CLOCK_STEP_MS} milliseconds'`;
 
 /**
  * The statements that end a guarded transaction, in one round trip: the lock, the number, the
