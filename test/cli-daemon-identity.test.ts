@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanEnv, runSvc, runSvcInProcess, startServe } from './helpers/cli.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { checkPrivateDir, localSocketPlace } from '../src/daemon-info.js';
+import { lockDataDir } from '../src/store/lock.js';
 
 /**
  * The CLI talks only to the daemon of its own data dir, through the Unix socket in that data dir.
@@ -19,6 +20,24 @@ describe('the CLI and the daemon of its own data dir', () => {
   afterAll(() => d.stop());
 
   const svc = (dataDir: string, args: string[], extra: Record<string, string> = {}) => runSvcInProcess(args, { env: cleanEnv({ SVC_HOME: dataDir, ...extra }) });
+
+  it('a command run while its daemon is still starting (the lock held, no daemon.json yet) waits, says so once, then answers', async () => {
+    const dataDir = await tempDir();
+    const lock = await lockDataDir(dataDir);
+    const status = svc(dataDir, ['status', '--json']);
+    // a first start that takes longer than the CLI waits before it says so (2 s)
+    await new Promise((r) => setTimeout(r, 3_000));
+    await lock.release();
+    const started = await startTestDaemon({ dataDir });
+    try {
+      const answered = await status;
+      expect(answered.exitCode, answered.stderr).toBe(0);
+      expect(JSON.parse(answered.stdout)).toMatchObject({ running: true, data_dir: dataDir, url: started.url });
+      expect(answered.stderr.match(/is still starting; waiting for it \(up to a minute\)/g)).toHaveLength(1);
+    } finally {
+      await started.stop();
+    }
+  });
 
   it('control: the daemon’s own data dir reaches it', async () => {
     const status = await svc(d.dataDir, ['status', '--json']);

@@ -69,14 +69,33 @@ function call(socketPath: string, pathname: string, method: string, headers: Rec
  * Unix socket in the data dir (see localSocketPlace), never over TCP. Whatever holds the daemon's
  * TCP port (a process that took it after a crash) never sees the CLI's cookie or what it sends.
  */
+/** How long a command waits for a starting daemon before it says so. */
+const WAIT_HINT_MS = 2_000;
+
 export class DaemonClient {
   private cookie: string | null | undefined;
+
+  /** whether the person was told the command waits for a starting daemon */
+  private toldWaiting = false;
 
   private constructor(
     readonly dataDir: string,
     private daemonInfo: DaemonInfo | null,
     private readonly env: NodeJS.ProcessEnv = process.env,
+    /** where a hint goes (stderr): that the command waits for a daemon still starting */
+    private readonly hint: (text: string) => void = () => undefined,
   ) {}
+
+  /**
+   * Said once, when a command has waited WAIT_HINT_MS for a daemon that is starting (its first
+   * start sets up keys and the admin, which may take several seconds): a minute of silence reads
+   * as a hang.
+   */
+  private waiting(since: number): void {
+    if (this.toldWaiting || Date.now() - since < WAIT_HINT_MS) return;
+    this.toldWaiting = true;
+    this.hint(`svc: the daemon of ${this.dataDir} is still starting; waiting for it (up to a minute)...\n`);
+  }
 
   /** where the daemon serves browsers and apps: shown to the person, never used to send */
   get url(): string {
@@ -93,15 +112,17 @@ export class DaemonClient {
    * port may already accept): wait for it, as for its 503s, rather than say none runs.
    */
   private async waitForStartingDaemon(giveUpAt: number): Promise<DaemonInfo | null> {
+    const since = Date.now();
     while (Date.now() < giveUpAt && (await isDataDirLocked(this.dataDir))) {
       const info = await readDaemonInfo(this.dataDir);
       if (info) return info;
+      this.waiting(since);
       await new Promise((r) => setTimeout(r, 100));
     }
     return readDaemonInfo(this.dataDir);
   }
 
-  static async connect(flags: ClientOptions, env: NodeJS.ProcessEnv = process.env): Promise<DaemonClient> {
+  static async connect(flags: ClientOptions, env: NodeJS.ProcessEnv = process.env, hint?: (text: string) => void): Promise<DaemonClient> {
     let config;
     try {
       config = resolveConfig(flags, env);
@@ -110,7 +131,7 @@ export class DaemonClient {
       throw err;
     }
     const info = await readDaemonInfo(config.dataDir);
-    return new DaemonClient(config.dataDir, info, env);
+    return new DaemonClient(config.dataDir, info, env, hint);
   }
 
   /**
@@ -141,7 +162,8 @@ export class DaemonClient {
     // again every 250 ms, sooner than its Retry-After, as it is local), up to a minute, so that
     // `svc serve & ... svc users add` works once the port is open. The CLI's login is read again
     // each time: the first start writes it during setup.
-    const giveUpAt = Date.now() + 60_000;
+    const since = Date.now();
+    const giveUpAt = since + 60_000;
     let res: Answer;
     let parsed: unknown;
     let reread = false;
@@ -161,6 +183,7 @@ export class DaemonClient {
         if (fresh && fresh !== sentCookie) continue;
       }
       if (!starting || Date.now() >= giveUpAt) break;
+      this.waiting(since);
       await new Promise((r) => setTimeout(r, 250));
       this.cookie = undefined;
     }

@@ -60,7 +60,7 @@ Examples:
     .action(async (opts: { request?: string; since?: string; limit: string; json?: boolean; follow?: boolean }, cmd: Command) => {
       const limit = Number(opts.limit);
       if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw usage('--limit takes a whole number from 1 to 1000.');
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       const query = (extra: Record<string, string>) =>
         new URLSearchParams({ limit: String(limit), ...(opts.request ? { grant: opts.request } : {}), ...(opts.since ? { since: opts.since } : {}), ...extra }).toString();
       const read = async (extra: Record<string, string> = {}) => (await client.request<{ data: ActivityEvent[] }>('GET', `/svc/v1/activity?${query(extra)}`)).body.data;

@@ -52,7 +52,7 @@ Examples:
   $ svc calls deny 5d2a9c
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
   const callId = (client: DaemonClient, typed: string) => resolve(client, 'call', typed);
 
   calls
@@ -129,7 +129,7 @@ Examples:
     .addOption(new Option('--default <choice>', 'for every tool without a choice of its own').choices([...CHOICES, 'annotations']))
     .option('--json', 'machine-readable output')
     .action(async (typed: string, opts: { instance?: string; allow: string[]; ask: string[]; deny: string[]; reset: string[]; default?: string; json?: boolean }, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       const id = await resolve(client, 'request', typed);
       const changes = [...opts.allow, ...opts.ask, ...opts.deny, ...opts.reset];
       let choices: GrantChoices[];

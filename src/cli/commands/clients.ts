@@ -24,7 +24,7 @@ Examples:
   $ svc clients remove svc-3k...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
 
   clients
     .command('add <name>')

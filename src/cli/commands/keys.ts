@@ -35,7 +35,7 @@ Examples:
   $ svc keys revoke 4d2a9c
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
 
   keys
     .command('create <name>')

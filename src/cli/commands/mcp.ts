@@ -35,7 +35,7 @@ Examples:
   $ svc mcp remove 9b1e...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
   /** A connection and the full id of one of your instances, from the id or a unique prefix. */
   const target = async (cmd: Command, typed: string) => {
     const client = await connect(cmd);

@@ -38,7 +38,7 @@ Examples:
   $ svc models pull https://example.test/models/tiny.gguf --sha256 9f86d0...
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
 
   models
     .command('alias <id>')

@@ -38,7 +38,7 @@ Examples:
 `,
     )
     .action(async (opts: { print?: boolean }, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       const { body } = await client.request<{ url: string; expires_at: string }>('POST', '/svc/v1/auth/login-links');
       if (opts.print) {
         o.out(`${body.url}\n`);

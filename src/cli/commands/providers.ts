@@ -24,7 +24,7 @@ Examples:
   $ svc providers remove ollama
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
 
   providers
     .command('add <name>')

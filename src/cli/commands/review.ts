@@ -23,7 +23,7 @@ Esc goes back, q quits. Scripts use \`svc requests\` instead.
       if (!o.isTTY || !process.stdin.isTTY) {
         throw new CliError('`svc review` needs a terminal. In scripts use `svc requests list` (and `svc requests show|approve|deny`).', EXIT.error);
       }
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       // Not logged in (exit 4) or no daemon (the `svc serve` hint) is said before the screen opens.
       const me = await client.request<{ user: { username: string } }>('GET', '/svc/v1/auth/me');
       // Ink draws only a last frame, and its colour library no colours, when they believe they run

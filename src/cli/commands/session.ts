@@ -35,7 +35,7 @@ export function registerSession(program: Command, o: Output): void {
     .option('--url', "print only the daemon's URL, where browsers and apps reach it (for scripts: SVC=$(svc status --url))")
     .addHelpText('after', '\nExamples:\n  $ svc status\n  $ svc status --json\n  $ curl -s "$(svc status --url)/svc/v1/health"\n')
     .action(async (opts: { json?: boolean; url?: boolean }, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       let health: { version?: string } | null = null;
       let user: { username: string; role: string } | null = null;
       try {
@@ -88,7 +88,7 @@ export function registerSession(program: Command, o: Output): void {
     .option('--password-stdin', 'read the password from standard input')
     .addHelpText('after', '\nExamples:\n  $ svc login --username alice\n  $ printf %s "$PW" | svc login --username alice --password-stdin\n')
     .action(async (opts: { username: string; passwordStdin?: boolean }, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       if (!client.info) throw new CliError(`No svc daemon runs on ${client.dataDir}. Start one with \`svc serve\`.`);
       const password = await readSecret(opts.passwordStdin, `Password for ${opts.username}: `, '--password-stdin', o.stdin);
       if (!password) throw usage('An empty password was given.');
@@ -108,7 +108,7 @@ export function registerSession(program: Command, o: Output): void {
     .description('End the CLI session')
     .addHelpText('after', '\nExamples:\n  $ svc logout\n  $ svc login --username alice   # then as someone else\n')
     .action(async (_opts, cmd: Command) => {
-      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+      const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       await client.request('POST', '/svc/v1/auth/logout').catch(() => undefined);
       await clearCliSession(client.dataDir);
       o.err('Logged out.\n');

@@ -31,7 +31,7 @@ Examples:
   $ svc users remove alice
 `,
     );
-  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env);
+  const connect = (cmd: Command) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
   const enc = encodeURIComponent;
 
   users

@@ -27,7 +27,7 @@ export interface RequestsCli {
 export function requestsCli(o: Output): RequestsCli {
   return {
     o,
-    connect: (cmd) => DaemonClient.connect(cmd.optsWithGlobals(), o.env),
+    connect: (cmd) => DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err),
     requestId: (client, typed) => resolve(client, 'request', typed),
     role: (value) => (o.isTTY ? `${roleName(value)} (${value})` : value),
   };
