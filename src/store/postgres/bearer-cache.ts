@@ -13,7 +13,7 @@ import type { LeaseHolder } from './leases.js';
  * cannot fill memory), at most MAX_ENTRIES, each for at most MAX_AGE_MS.
  */
 
-/** Entries kept at most; the oldest goes first (about 1 KiB each). */
+/** Entries kept at most (each a grant, a user and a key or mark, as read); the oldest goes first. */
 const MAX_ENTRIES = 10_000;
 /** The longest an entry is kept, for changes made in the database by hand, outside svc. */
 const MAX_AGE_MS = 60_000;
