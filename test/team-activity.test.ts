@@ -4,14 +4,16 @@
  * counts the calls of both, and retention (days and a number) removes events for the whole team,
  * their counts with them.
  */
+import net, { type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
+import { Pool as PgPool } from 'pg';
 import { describe, expect, it } from 'vitest';
 import { PostgresActivity } from '../src/activity/postgres.js';
 import type { ActivityEvent } from '../src/activity/schemas.js';
 import type { Config } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { StoreUnavailableError } from '../src/store/durable-file.js';
-import { openTeamStore } from '../src/store/postgres/connect.js';
+import { openTeamStore, poolConfig } from '../src/store/postgres/connect.js';
 import { eventually } from './helpers/wait.js';
 import { testClock, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
@@ -117,6 +119,47 @@ describe.skipIf(!available)("a team server's activity, kept in PostgreSQL", () =
       expect(review.body.usage).toMatchObject({ calls: 3, refused: 0, last_used_at: all[0].time, today: { calls: 3 } });
     }
     expect(await team.replicas[0].activity.dropOld()).toBe(0);
+  }, 60_000);
+
+  it('a batch whose COMMIT went through but whose answer was lost is tried again and written once, not twice', async () => {
+    const url = await pg.createDatabase();
+    const store = await openTeamStore(url);
+    running.push({ stop: () => store.close() });
+    // a relay that cuts the connection instead of passing on the next answer to a COMMIT
+    let cutNextCommit = false;
+    const commitDone = Buffer.from('COMMIT\0');
+    const relay = net.createServer((app) => {
+      const db = net.connect(pg.port, '127.0.0.1');
+      app.on('error', () => db.destroy());
+      db.on('error', () => app.destroy());
+      app.pipe(db);
+      db.on('data', (chunk: Buffer) => {
+        if (cutNextCommit && chunk.includes(commitDone)) {
+          cutNextCommit = false;
+          app.destroy();
+          db.destroy();
+        } else app.write(chunk);
+      });
+      db.on('end', () => app.end());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    running.push({ stop: () => new Promise<void>((resolve) => relay.close(() => resolve())) });
+    const pool = new PgPool(poolConfig(url.replace(`:${pg.port}/`, `:${(relay.address() as AddressInfo).port}/`)));
+    pool.on('error', () => undefined);
+    running.push({ stop: () => pool.end() });
+    const logs: string[] = [];
+    const clock = testClock();
+    const activity = new PostgresActivity(pool, { retentionDays: 30, maxEvents: 1000 }, clock, createLogger('debug', new Writable({ write: (chunk, _enc, cb) => cb(void logs.push(String(chunk))) })));
+    running.push({ stop: () => activity.close() });
+    activity.record({ time: new Date(clock()).toISOString(), access_request_id: 'grant-1', app_client_id: 'app-1', user: 'alice', kind: 'chat', endpoint: '/v1/chat/completions', status: 200, outcome: 'ok', duration_ms: 1, tokens_in: 5, tokens_out: 1 });
+    cutNextCommit = true;
+    await activity.flush();
+    expect(cutNextCommit).toBe(false);
+    expect(logs.join('')).toMatch(/could not write events to the database/);
+    // the event went in all the same; the next flush tries the same batch again
+    await activity.flush();
+    expect(await activity.list({ limit: 10 })).toHaveLength(1);
+    expect(await activity.usageOf('grant-1')).toMatchObject({ calls: 1, tokens_in: 5, tokens_out: 1 });
   }, 60_000);
 
   it('events the database cannot take wait and are written once it answers again; the failure is only logged', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { Logger } from '../log.js';
 import { connectionLost, storeError } from '../store/postgres/errors.js';
@@ -13,6 +14,11 @@ import { type ActivityBounds, type ActivityQuery, type ActivityStore, emptyTotal
  * at a time (sooner once FLUSH_EVENTS wait), one transaction per batch. A batch that cannot be
  * written (the database down) is kept for the next try, up to MAX_PENDING events; beyond that the
  * oldest are dropped, and said so in the log. A call is never failed for its event.
+ *
+ * A batch carries an id of its own, stored with it (`activity_batches`), and a batch whose write
+ * failed is tried again as it was, same id and same events: when the failure was only the lost
+ * answer to a COMMIT that went through, the second try finds its id and writes nothing, so no
+ * event is counted twice. The ids are kept a week.
  *
  * Writers take one advisory lock for their transaction, so batches commit in the order their ids
  * were drawn: a reader never sees an id before a smaller one that is still to commit, and
@@ -34,10 +40,18 @@ const MAX_PENDING = 20_000;
 const DELETE_BATCH = 5_000;
 const MAX_BATCHES = 200;
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** How long a written batch's id is kept: far longer than any batch waits to be tried again. */
+const BATCH_IDS_KEPT = "interval '7 days'";
 /** The fields of an event in the order the API answers them (jsonb keeps its own order). */
 const FIELDS = Object.keys(activityEvent.shape) as (keyof ActivityEvent)[];
 
 type Pending = Omit<ActivityEvent, 'id'>;
+
+/** A batch as first tried, and as tried again after a failure. */
+interface Batch {
+  id: string;
+  events: Pending[];
+}
 
 interface TotalsRow {
   calls: string;
@@ -114,6 +128,8 @@ SELECT (SELECT count(*) FROM gone)::int AS removed, coalesce((SELECT array_agg(a
 
 export class PostgresActivity implements ActivityStore {
   private pending: Pending[] = [];
+  /** the batch being written, kept as it is until a try succeeds */
+  private inflight: Batch | null = null;
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private trimming: Promise<number> | null = null;
@@ -151,20 +167,21 @@ export class PostgresActivity implements ActivityStore {
   }
 
   private async writePending(): Promise<void> {
-    while (this.pending.length > 0) {
-      const batch = this.pending.slice(0, FLUSH_EVENTS * 4);
+    while (this.pending.length > 0 || this.inflight) {
+      const batch = (this.inflight ??= { id: randomUUID(), events: this.pending.slice(0, FLUSH_EVENTS * 4) });
       try {
         await this.write(batch);
       } catch (err) {
-        // kept for the next try; the timer brings it, as it would new events
-        this.logger.warn({ events: batch.length, err: (err as Error).message }, 'activity: could not write events to the database; will try again');
+        // kept, as it is, for the next try; the timer brings it, as it would new events
+        this.logger.warn({ events: batch.events.length, err: (err as Error).message }, 'activity: could not write events to the database; will try again');
         if (!this.closed) this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref();
         return;
       }
+      this.inflight = null;
       // what came while writing stays (and what was dropped meanwhile is gone either way)
-      const written = new Set(batch);
+      const written = new Set(batch.events);
       this.pending = this.pending.filter((e) => !written.has(e));
-      this.sinceTrim += batch.length;
+      this.sinceTrim += batch.events.length;
     }
     if (this.dropped > 0) {
       this.logger.warn({ events: this.dropped }, 'activity: dropped events that waited too long for the database');
@@ -173,10 +190,12 @@ export class PostgresActivity implements ActivityStore {
     if (this.sinceTrim > this.bounds.maxEvents / 10 + 100) void this.dropOld().catch((err: Error) => this.logger.warn({ err: err.message }, 'activity: could not remove old events'));
   }
 
-  private async write(batch: Pending[]): Promise<void> {
+  private async write({ id, events: batch }: Batch): Promise<void> {
     const col = <T>(fn: (e: Pending) => T) => batch.map(fn);
     const totals = batchTotals(batch);
     await this.locked(async (client) => {
+      // written already, by a try whose COMMIT went through but whose answer was lost
+      if (!(await client.query('INSERT INTO activity_batches (id) VALUES ($1) ON CONFLICT DO NOTHING', [id])).rowCount) return;
       await client.query(INSERT_EVENTS, [
         col((e) => e.time),
         col((e) => localDay(Date.parse(e.time))),
@@ -310,6 +329,7 @@ export class PostgresActivity implements ActivityStore {
     // the newest maxEvents stay: the id of the first one past them, if any
     const past = await this.query<{ id: string }>('SELECT id::text AS id FROM activity_events ORDER BY id DESC OFFSET $1 LIMIT 1', [this.bounds.maxEvents]);
     if (past.rows.length) removed += await this.deleteWhile(`SELECT id FROM activity_events WHERE id <= $1 ORDER BY id LIMIT ${DELETE_BATCH}`, [past.rows[0].id]);
+    await this.query(`DELETE FROM activity_batches WHERE written_at < now() - ${BATCH_IDS_KEPT}`, []);
     return removed;
   }
 

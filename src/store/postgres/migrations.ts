@@ -90,6 +90,16 @@ CREATE INDEX login_failures_last ON login_failures (last);`,
       'CREATE TABLE svc_replicas (origin text PRIMARY KEY, heartbeat_at timestamptz NOT NULL, acked bigint NOT NULL);',
     ].join('\n'),
   },
+  {
+    version: 6,
+    name: 'activity batch ids',
+    sql: [
+      // the id of each activity batch written (src/activity/postgres.ts): a batch tried again after
+      // a COMMIT whose answer was lost finds its id and is not written twice
+      'CREATE TABLE activity_batches (id text PRIMARY KEY, written_at timestamptz NOT NULL DEFAULT now());',
+      'CREATE INDEX activity_batches_written ON activity_batches (written_at);',
+    ].join('\n'),
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
