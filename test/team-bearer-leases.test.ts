@@ -76,6 +76,35 @@ describe.skipIf(!available)("a team replica's Bearer check from memory, under le
     expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
   });
 
+  it('replicas whose listening connections were cut answer from the database meanwhile, then take up their leases again', async () => {
+    const team = await startTeam();
+    const { admin, key, bearer } = await keyCheckedEverywhere(team);
+    const before = await listenerPids(team.database);
+    expect(before).toHaveLength(2);
+    const c = new pg.Client(team.database);
+    c.on('error', () => undefined);
+    await c.connect();
+    try {
+      await c.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [before]);
+    } finally {
+      await c.end();
+    }
+    // still served, and correctly, while they reconnect
+    for (let i = 0; i < 2; i++) expect((await team.api().get('/v1/models', bearer)).status).toBe(200);
+    await eventually(async () => {
+      const now = await listenerPids(team.database);
+      return now.length === 2 && now.every((pid) => !before.includes(pid));
+    }, 'both replicas to listen again');
+    // checked again on both (kept once a lease is renewed), then revoked: the acknowledgement comes
+    // through the new connections, well before a lease could run out
+    for (let i = 0; i < 4; i++) expect((await team.api().get('/v1/models', bearer)).status).toBe(200);
+    const started = Date.now();
+    expect((await admin.post(`/svc/v1/keys/${key.body.id}/revoke`)).status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(LEASE_MS);
+    for (let i = 0; i < 2; i++) expect((await team.api().get('/v1/models', bearer)).status).toBe(401);
+    expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
+  }, 40_000);
+
   it('a replica that stops hearing the changes cannot outlive a revoke: the revoke waits for its lease to run out', async () => {
     const team = await startTeam();
     const { admin, key, bearer } = await keyCheckedEverywhere(team);
