@@ -14,32 +14,15 @@ import type { AccessRequestRecord, UserRecord } from '../src/store/schema.js';
 import { eventually } from './helpers/wait.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
+import { accessRequestRecord, userRecord } from './helpers/records.js';
 
 const available = needs(postgresBinDir() !== null, 'team store on PostgreSQL', "PostgreSQL's server (initdb, pg_ctl)");
 
 const NOW = Date.now();
 let n = 0;
-const draft = (client: string): AccessRequestRecord => ({
-  id: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`,
-  app_client_id: client,
-  flow_type: 'popup',
-  requested_role: 'scope_user_user',
-  requested: { version: '1', mcp_servers: [] },
-  redirect_url: null,
-  status: 'draft',
-  created_at: new Date(NOW).toISOString(),
-  expires_at: new Date(NOW + 600_000).toISOString(),
-  updated_at: new Date(NOW).toISOString(),
-  approved_role: null,
-  approved: null,
-  user_id: null,
-  decided_at: null,
-  revoked_at: null,
-  revoked_by: null,
-  failure_reason: null,
-});
+const draft = (client: string): AccessRequestRecord => accessRequestRecord({ id: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`, app_client_id: client }, NOW);
 const alias = (id: string): AliasRecord => ({ id, provider: 'p', model: 'm', defaults: {}, created_at: new Date(NOW).toISOString() });
-const user = (id: string, username = id): UserRecord => ({ id, username, role: 'user', password_hash: 'x', created_at: new Date(NOW).toISOString() });
+const user = (id: string, username = id): UserRecord => userRecord(id, NOW, { username });
 
 
 describe.skipIf(!available)('the team store on PostgreSQL', () => {

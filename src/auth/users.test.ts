@@ -3,29 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
 import { UsersService } from './users.js';
+import { accessRequestRecord } from '../../test/helpers/records.js';
 
 const T0 = Date.parse('2026-11-26T12:00:00Z');
 const at = new Date(T0).toISOString();
 const account = (id: string, role: UserRecord['role']): UserRecord => ({ id, username: id, role, password_hash: 'old', created_at: at });
-const grant = (id: string, userId: string): AccessRequestRecord => ({
-  id,
-  app_client_id: 'app',
-  flow_type: 'popup',
-  requested_role: 'scope_user_user',
-  requested: { version: '1', mcp_servers: [] },
-  redirect_url: null,
-  status: 'approved',
-  created_at: at,
-  expires_at: at,
-  updated_at: at,
-  approved_role: 'scope_user_user',
-  approved: { version: '1', mcp_servers: [] },
-  user_id: userId,
-  decided_at: at,
-  revoked_at: null,
-  revoked_by: null,
-  failure_reason: null,
-});
+const grant = (id: string, userId: string): AccessRequestRecord =>
+  accessRequestRecord({ id, status: 'approved', expires_at: at, approved_role: 'scope_user_user', approved: { version: '1', mcp_servers: [] }, user_id: userId, decided_at: at }, T0);
 
 async function setup() {
   const repos = await inMemoryRepositories(async (r) => {

@@ -5,30 +5,14 @@ import { SecretBox } from '../store/crypto.js';
 import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
 import { OAuthClientsService } from './clients.js';
+import { accessRequestRecord } from '../../test/helpers/records.js';
 
 const T0 = Date.parse('2026-11-26T12:00:00Z');
 const DAY = 24 * 60 * 60 * 1000;
 const at = new Date(T0).toISOString();
 const admin: UserRecord = { id: 'root', username: 'root', role: 'admin', password_hash: 'x', created_at: at };
-const requestOf = (id: string, client: string, status: AccessRequestRecord['status']): AccessRequestRecord => ({
-  id,
-  app_client_id: client,
-  flow_type: 'popup',
-  requested_role: 'scope_user_user',
-  requested: { version: '1', mcp_servers: [] },
-  redirect_url: null,
-  status,
-  created_at: at,
-  expires_at: at,
-  updated_at: at,
-  approved_role: status === 'approved' ? 'scope_user_user' : null,
-  approved: null,
-  user_id: status === 'approved' ? admin.id : null,
-  decided_at: null,
-  revoked_at: null,
-  revoked_by: null,
-  failure_reason: null,
-});
+const requestOf = (id: string, client: string, status: AccessRequestRecord['status']): AccessRequestRecord =>
+  accessRequestRecord({ id, app_client_id: client, status, expires_at: at, approved_role: status === 'approved' ? 'scope_user_user' : null, user_id: status === 'approved' ? admin.id : null }, T0);
 
 describe('OAuthClientsService on the in-memory repositories', () => {
   it('keeps a secret sealed, and removing a client revokes its grants and fails its drafts', async () => {

@@ -17,6 +17,7 @@ import type { Repositories } from './repositories.js';
 import type { AccessRequestRecord, ApiKeyRecord, UserRecord } from './schema.js';
 import { inMemoryRepositories, storeRepositories } from './store-repositories.js';
 import { Store } from './store.js';
+import { accessRequestRecord, userRecord } from '../../test/helpers/records.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterAll(async () => {
@@ -58,27 +59,8 @@ if (needs(postgresBinDir() !== null, 'repositories: PostgreSQL', "PostgreSQL's s
 
 const NOW = Date.parse('2026-11-26T12:00:00Z');
 let n = 0;
-const request = (over: Partial<AccessRequestRecord> = {}): AccessRequestRecord => ({
-  id: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`,
-  app_client_id: 'app',
-  flow_type: 'popup',
-  requested_role: 'scope_user_user',
-  requested: { version: '1', mcp_servers: [] },
-  redirect_url: null,
-  status: 'draft',
-  created_at: new Date(NOW).toISOString(),
-  expires_at: new Date(NOW + 600_000).toISOString(),
-  updated_at: new Date(NOW).toISOString(),
-  approved_role: null,
-  approved: null,
-  user_id: null,
-  decided_at: null,
-  revoked_at: null,
-  revoked_by: null,
-  failure_reason: null,
-  ...over,
-});
-const user = (id: string, username = id): UserRecord => ({ id, username, role: 'user', password_hash: 'x', created_at: new Date(NOW).toISOString() });
+const request = (over: Partial<AccessRequestRecord> = {}): AccessRequestRecord => accessRequestRecord({ id: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`, ...over }, NOW);
+const user = (id: string, username = id): UserRecord => userRecord(id, NOW, { username });
 
 describe.each(implementations)('repositories: %s', (_name, make) => {
   it('stores, reads, lists in the order first stored, replaces in place and deletes', async () => {
