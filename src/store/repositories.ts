@@ -206,7 +206,10 @@ export interface Repositories extends RepositorySet {
   heldCalls?: HeldCallRepository;
   /** Per-grant usage where every replica counts it (a team server); absent, this process counts it. */
   grantUsage?: GrantUsageRepository;
-  /** The Bearer check's reads in one statement (a team server); absent, they are read one by one. */
+  /**
+   * The Bearer check's reads in one statement (a team server, whose replica also keeps them in
+   * memory under a lease: postgres/leases.ts); absent, they are read one by one.
+   */
   bearerRecords?: BearerRecordRepository;
   /**
    * Runs `fn` as one atomic change across repositories: every write in it becomes durable

@@ -495,7 +495,8 @@ class PgGrantUsage implements GrantUsageRepository {
 
 /**
  * The Bearer check's records in one statement each: a call then waits for one round trip, and one
- * server process, instead of three. Read on every call, never kept.
+ * server process, instead of three. What a replica keeps of them, under its lease, is
+ * bearer-cache.ts's; this reads the database each time it is asked.
  */
 class PgBearerRecords implements BearerRecordRepository {
   constructor(private readonly shared: PostgresShared) {}
