@@ -2,10 +2,9 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 
 /** What every sealed value starts with. */
 export const SEALED_PREFIX = 'sealed:v1:';
-const PREFIX = SEALED_PREFIX;
 
 /** Whether a stored value is a sealed one (whatever key sealed it). */
-export const isSealed = (value: unknown): value is string => typeof value === 'string' && value.startsWith(PREFIX);
+export const isSealed = (value: unknown): value is string => typeof value === 'string' && value.startsWith(SEALED_PREFIX);
 
 /**
  * AES-256-GCM over every secret field: a fresh 96-bit nonce per value and the record's kind and
@@ -22,7 +21,7 @@ export class SecretBox {
     cipher.setAAD(Buffer.from(`${kind}\0${id}`, 'utf8'));
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     const tag = cipher.getAuthTag();
-    return `${PREFIX}${nonce.toString('base64url')}.${body.toString('base64url')}.${tag.toString('base64url')}`;
+    return `${SEALED_PREFIX}${nonce.toString('base64url')}.${body.toString('base64url')}.${tag.toString('base64url')}`;
   }
 
   /** A value derived from the master key for one purpose (HMAC-SHA256 of the label), base64url. */
@@ -31,8 +30,8 @@ export class SecretBox {
   }
 
   open(kind: string, id: string, sealed: string): string {
-    if (!sealed.startsWith(PREFIX)) throw new Error('not a sealed value');
-    const [nonce, body, tag, ...rest] = sealed.slice(PREFIX.length).split('.');
+    if (!sealed.startsWith(SEALED_PREFIX)) throw new Error('not a sealed value');
+    const [nonce, body, tag, ...rest] = sealed.slice(SEALED_PREFIX.length).split('.');
     if (!nonce || body === undefined || !tag || rest.length) throw new Error('malformed sealed value');
     const nonceBytes = Buffer.from(nonce, 'base64url');
     const tagBytes = Buffer.from(tag, 'base64url');

@@ -51,8 +51,7 @@ export class CachedBearerRecords implements BearerRecordRepository, LeaseHolder 
   }
 
   forToken(accessRequestId: string, userId: string, endedKey: string | null): Promise<TokenRecords> {
-    const deps = [dep('access_requests', accessRequestId), dep('users', userId)];
-    if (endedKey !== null) deps.push(dep('oauth_state', endedKey));
+    const deps = () => [dep('access_requests', accessRequestId), dep('users', userId), ...(endedKey === null ? [] : [dep('oauth_state', endedKey)])];
     return this.through(`t\0${accessRequestId}\0${userId}\0${endedKey ?? ''}`, deps, () => this.inner.forToken(accessRequestId, userId, endedKey), (v) => v.record !== undefined);
   }
 
@@ -80,7 +79,8 @@ export class CachedBearerRecords implements BearerRecordRepository, LeaseHolder 
     this.byDep.clear();
   }
 
-  private async through<V extends TokenRecords | KeyRecords>(key: string, deps: string[] | ((v: V) => string[]), read: () => Promise<V>, keep: (v: V) => boolean): Promise<V> {
+  /** `deps` names what an entry was read from; worked out only when one is kept, not on a hit. */
+  private async through<V extends TokenRecords | KeyRecords>(key: string, deps: (v: V) => string[], read: () => Promise<V>, keep: (v: V) => boolean): Promise<V> {
     if (this.lease.valid()) {
       const hit = this.entries.get(key);
       if (hit && hit.until > this.now()) return hit.value as V;
@@ -88,7 +88,7 @@ export class CachedBearerRecords implements BearerRecordRepository, LeaseHolder 
     }
     const before = this.generation;
     const value = await read();
-    if (before === this.generation && this.lease.valid() && keep(value)) this.add(key, value, typeof deps === 'function' ? deps(value) : deps);
+    if (before === this.generation && this.lease.valid() && keep(value)) this.add(key, value, deps(value));
     return value;
   }
 

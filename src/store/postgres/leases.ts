@@ -213,14 +213,16 @@ export class ReplicaLease {
   /**
    * A numbered change was heard: drop it (`changes` null: it named only its tables, so drop
    * everything), then acknowledge it. This replica's own changes come back here too, in their
-   * place in the order, but were dropped when they committed (`own`): what was kept since was read
-   * after the commit.
+   * place in the order, so that `processed` vouches for every change before them; they were
+   * dropped when they committed (`own`: what was kept since was read after the commit), and
+   * their writer waits for no acknowledgement of its own.
    */
   changed(n: number, changes: [string, string][] | null, own = false): void {
     if (!own && changes) this.holder?.drop(changes);
     else if (!own) this.holder?.clear();
     if (n > this.processed) this.processed = n;
-    this.acknowledge();
+    // a writer waits for the other replicas only: its own change needs no acknowledgement
+    if (!own) this.acknowledge();
   }
 
   /** Tells the writers what this replica has dropped: a notice only (the heartbeat records it). */
