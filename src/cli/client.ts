@@ -195,13 +195,6 @@ export class DaemonClient {
   }
 
   private async send(method: string, pathname: string, body: unknown, opts: { auth?: boolean; headers?: Record<string, string> }): Promise<{ res: Answer; parsed: unknown }> {
-    // The Host the daemon answers to (it refuses others, against DNS rebinding), as a browser would send it.
-    const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json', Host: this.info ? new URL(this.info.url).host : 'localhost' };
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
-    if (opts.auth !== false) {
-      if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);
-      if (this.cookie) headers.Cookie = this.cookie;
-    }
     // No daemon.json and nobody holding the lock: no daemon of this data dir, whatever may listen on the default port.
     if (!this.daemonInfo) this.daemonInfo = await this.waitForStartingDaemon(Date.now() + 60_000);
     if (!this.daemonInfo && (await isDataDirLocked(this.dataDir))) {
@@ -209,6 +202,15 @@ export class DaemonClient {
     }
     if (!this.daemonInfo) throw this.notOurs('');
     const socket = await this.socketPath(this.daemonInfo);
+    // The Host the daemon answers to (it refuses others, against DNS rebinding), as a browser
+    // would send it: taken from daemon.json once it is read, also when this command waited for
+    // a daemon that was still starting.
+    const headers: Record<string, string> = { ...opts.headers, Accept: 'application/json', Host: new URL(this.daemonInfo.url).host };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (opts.auth !== false) {
+      if (this.cookie === undefined) this.cookie = await loadCliSession(this.dataDir);
+      if (this.cookie) headers.Cookie = this.cookie;
+    }
     let res: Answer;
     try {
       res = await call(socket, pathname, method, headers, body === undefined ? undefined : JSON.stringify(body), 30_000);
