@@ -112,6 +112,9 @@ describe('Bearer attack matrix (embedded issuer)', () => {
     bobInstance = (await bob.post('/svc/v1/mcps', { name: 'bob-files', url: MCP_URL })).body.instance.id;
     grantA = await grant(alice, clientA.clientId, aliceInstance);
 
+    // The ID-token key is made when the authorization server is first built (here, by its JWKS).
+    const published = (await (await fetch(`${d.url}/oauth/jwks`)).json()) as { keys: JWK[] };
+    expect(published.keys.map((k) => k.alg).sort()).toEqual(['ES256', 'RS256']);
     const jwks = JSON.parse(d.deps.box.open('oauth_signing_keys', 'jwks', d.store.doc('oauth_keys')!)) as JWK[];
     esKey = jwks[0];
     rsKey = jwks.find((k) => k.alg === 'RS256')!;

@@ -53,6 +53,11 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     // the password works on every replica
     for (let i = 0; i < 3; i++) expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
     expect(new Set(team.balancer.history).size).toBe(3);
+    // Each replica makes the ID-token key when its authorization server is first built; built on
+    // all three at once, they still publish one set of keys.
+    const published = await Promise.all(team.replicas.map(async (r) => (await (await fetch(`${r.url}/oauth/jwks`)).json()) as { keys: { kid: string; alg: string }[] }));
+    expect(published[0].keys.map((k) => k.alg).sort()).toEqual(['ES256', 'RS256']);
+    for (const p of published) expect(p.keys.map((k) => k.kid).sort()).toEqual(published[0].keys.map((k) => k.kid).sort());
   });
 
   it('a session made on one replica works on the others (no sticky sessions)', async () => {

@@ -46,7 +46,7 @@ export async function createTokenAuth(deps: AppDeps, services: Services, session
     metadataUrl,
   );
   const { clients, requests, instances } = services;
-  const authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, keys, cookieKeys: sessionKeys, verifier, pages: signInPages });
+  const authorizationServer = lazyAuthorizationServer(deps, { clients, requests, instances, cookieKeys: sessionKeys, verifier, pages: signInPages });
   return { verifier, authorizationServer, issuer: authorizationServer.issuer, metadataUrl };
 }
 

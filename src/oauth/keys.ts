@@ -20,18 +20,36 @@ async function generate(alg: 'ES256' | 'RS256'): Promise<JWK> {
 
 const publicOf = ({ d, p, q, dp, dq, qi, ...pub }: JWK): JWK => pub;
 
+const sealed = (box: SecretBox, keys: JWK[]) => box.seal(KIND, 'jwks', JSON.stringify(keys));
+const opened = (box: SecretBox, value: string) => JSON.parse(box.open(KIND, 'jwks', value)) as JWK[];
+const signingKeys = (keys: JWK[]): SigningKeys => ({ keys, publicKeys: keys.map(publicOf) });
+
 /**
- * The authorization server's signing keys: ES256 for access tokens (first, so it is the default)
- * and RS256 for ID tokens, created on first start and kept sealed in the store.
+ * The access-token key (ES256), created on the first start and kept sealed in the store with
+ * the other signing keys. The ID-token key is not made here: see withIdTokenKey.
  */
 export async function loadSigningKeys(repos: Repositories, box: SecretBox): Promise<SigningKeys> {
-  const sealed = await repos.signingKeys.get();
-  let keys: JWK[];
-  if (sealed) {
-    keys = JSON.parse(box.open(KIND, 'jwks', sealed)) as JWK[];
-  } else {
-    keys = [await generate('ES256'), await generate('RS256')];
-    await repos.signingKeys.set(box.seal(KIND, 'jwks', JSON.stringify(keys)));
+  for (;;) {
+    const stored = await repos.signingKeys.get();
+    if (stored) return signingKeys(opened(box, stored));
+    const keys = [await generate('ES256')];
+    if (await repos.signingKeys.setIfUnchanged(undefined, sealed(box, keys))) return signingKeys(keys);
   }
-  return { keys, publicKeys: keys.map(publicOf) };
+}
+
+/**
+ * The signing keys with an RS256 key for ID tokens, which OpenID Connect requires a provider to
+ * offer. It is made the first time the authorization server is built rather than at the first
+ * start: an RSA key takes tens of milliseconds of CPU to make (more than the rest of a first
+ * start's own work), and a daemon whose apps only use API keys never needs it. Of two replicas
+ * adding one at once, the second takes the first's, so every replica publishes the same keys.
+ */
+export async function withIdTokenKey(repos: Repositories, box: SecretBox): Promise<SigningKeys> {
+  for (;;) {
+    const stored = await repos.signingKeys.get();
+    const keys = stored ? opened(box, stored) : [];
+    if (keys.some((k) => k.alg === 'RS256')) return signingKeys(keys);
+    const next = [...(keys.length ? keys : [await generate('ES256')]), await generate('RS256')];
+    if (await repos.signingKeys.setIfUnchanged(stored, sealed(box, next))) return signingKeys(next);
+  }
 }

@@ -15,7 +15,7 @@ import { providerConfiguration } from './configuration.js';
 import { authorizationServerFrontDoor } from './front-door.js';
 import * as tokenExchange from './grants/token-exchange.js';
 import { interactionResolver, type SignInPages, signInPolicy, waitingInteractions } from './interactions.js';
-import type { SigningKeys } from './keys.js';
+import { withIdTokenKey } from './keys.js';
 import { loadOidcProvider, type OidcCtx, withQuietConsole } from './load.js';
 import { INTERACTION_PATH, isAuthorizationServerPath, OAUTH_PREFIX } from './paths.js';
 import { resourceTargets } from './resource-indicators.js';
@@ -74,7 +74,6 @@ export async function createAuthorizationServer(
     clients: OAuthClientsService;
     requests: AccessRequestsService;
     instances: McpInstancesService;
-    keys: SigningKeys;
     cookieKeys: string[];
     verifier: BearerVerifier;
     pages: SignInPages;
@@ -99,7 +98,8 @@ export async function createAuthorizationServer(
   // On a team server the next step of an authorization may reach another replica: all of it is stored.
   const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock, requestAddress, { shared: config.database !== null });
   const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
-  const configuration = { deps, adapter: Adapter, keys: opts.keys, cookieKeys: opts.cookieKeys, base, audience, requests, pages, errors, policy, targetOf, endTokenFamily };
+  const keys = await withIdTokenKey(deps.repos, deps.box);
+  const configuration = { deps, adapter: Adapter, keys, cookieKeys: opts.cookieKeys, base, audience, requests, pages, errors, policy, targetOf, endTokenFamily };
   const provider = await withQuietConsole(deps.logger, () => new Provider(issuer, providerConfiguration(configuration)));
   provider.on('server_error', (_ctx: unknown, err: Error) => deps.logger.error({ err: err.message, source: 'oidc-provider' }, 'authorization server error'));
 

@@ -276,4 +276,18 @@ describe.each(implementations)('repositories: %s', (_name, make) => {
     await repos.signingKeys.set('sealed');
     expect(await repos.signingKeys.get()).toBe('sealed');
   });
+
+  it('changes a single value only from what the writer saw, and of two such writes at once one wins', async () => {
+    const repos = await make();
+    expect(await repos.signingKeys.setIfUnchanged('not-there', 'a')).toBe(false);
+    expect(await repos.signingKeys.get()).toBeUndefined();
+    const first = await Promise.all([repos.signingKeys.setIfUnchanged(undefined, 'a'), repos.signingKeys.setIfUnchanged(undefined, 'b')]);
+    expect(first.filter(Boolean)).toHaveLength(1);
+    const stored = await repos.signingKeys.get();
+    expect(stored).toBe(first[0] ? 'a' : 'b');
+    const next = await Promise.all([repos.signingKeys.setIfUnchanged(stored, 'c'), repos.signingKeys.setIfUnchanged(stored, 'd')]);
+    expect(next.filter(Boolean)).toHaveLength(1);
+    expect(await repos.signingKeys.get()).toBe(next[0] ? 'c' : 'd');
+    expect(await repos.signingKeys.setIfUnchanged(stored, 'e')).toBe(false);
+  });
 });

@@ -53,6 +53,11 @@ export interface RecordRepository<T> {
 export interface ValueRepository<T> {
   get(): Promise<T>;
   set(value: T): Promise<void>;
+  /**
+   * Stores `next` only if the value is still `expected` (compared as stored: whole strings, or
+   * undefined for none), as one atomic step also between replicas. Answers whether it stored it.
+   */
+  setIfUnchanged(expected: T, next: T): Promise<boolean>;
 }
 
 export interface DraftCaps {

@@ -208,6 +208,14 @@ class StoreValue<D extends DocName> implements ValueRepository<DocValues[D]> {
   async set(value: DocValues[D]) {
     await this.scope.write((tx) => tx.setDoc(this.name, value));
   }
+
+  async setIfUnchanged(expected: DocValues[D], next: DocValues[D]) {
+    return this.scope.write((tx) => {
+      if (!isDeepStrictEqual(tx.doc(this.name), expected)) return false;
+      tx.setDoc(this.name, next);
+      return true;
+    });
+  }
 }
 
 /** Every feature's repository over `store`: the daemon's, on the journal on disk. */

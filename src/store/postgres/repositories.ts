@@ -426,6 +426,23 @@ class PgValue<T> implements ValueRepository<T> {
       else await tx.query('INSERT INTO svc_values (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value', [this.name, JSON.stringify(value)]);
     });
   }
+
+  async setIfUnchanged(expected: T, next: T) {
+    return write(this.scope, async (tx) => {
+      // the row locked while it is compared, so that of two replicas only the first changes it
+      const res = await tx.query('SELECT value FROM svc_values WHERE name = $1 FOR UPDATE', [this.name]);
+      const current = res.rows.length ? (res.rows[0].value as T) : this.empty;
+      if (!isDeepStrictEqual(current, expected)) return false;
+      if (next === undefined) await tx.query('DELETE FROM svc_values WHERE name = $1', [this.name]);
+      else if (res.rows.length) await tx.query('UPDATE svc_values SET value = $2 WHERE name = $1', [this.name, JSON.stringify(next)]);
+      else {
+        // none yet: of two replicas inserting at once, the second finds the first's row
+        const inserted = await tx.query('INSERT INTO svc_values (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [this.name, JSON.stringify(next)]);
+        return inserted.rowCount === 1;
+      }
+      return true;
+    });
+  }
 }
 
 /** Login failures in one table every replica counts in, under a hash of the key. */
