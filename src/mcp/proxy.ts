@@ -115,6 +115,37 @@ type JsonRpc = {
   result?: { tools?: { name?: unknown }[] };
 };
 
+/** The keys svc reads in a JSON-RPC message, and in its params (a tools/call's name and arguments). */
+const ENVELOPE_KEYS = ['jsonrpc', 'id', 'method', 'params', 'result', 'error'];
+const PARAMS_KEYS = ['name', 'arguments', '_meta'];
+/** Folds case the way lenient parsers match keys: Go's encoding/json also takes `ſ` for s and the Kelvin sign for k, .NET `ı` for i. */
+const foldKey = (key: string) => key.toLowerCase().toUpperCase();
+const FOLDED = new Map([...ENVELOPE_KEYS, ...PARAMS_KEYS].map((k) => [foldKey(k), k]));
+
+/** A key of `obj` that is not one of `keys` but folds onto one of them. */
+function lookalikeKey(obj: unknown, keys: string[]): { key: string; as: string } | undefined {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return undefined;
+  for (const key of Object.keys(obj)) {
+    const as = FOLDED.get(foldKey(key));
+    if (as !== undefined && as !== key && keys.includes(as)) return { key, as };
+  }
+  return undefined;
+}
+
+/**
+ * A parser that matches keys without regard to case (Go's encoding/json, .NET's web defaults)
+ * reads `"Method"` as `method` and `"Name"` as `name`, the last one winning: a body svc reads as
+ * a ping, or as a call of an allowed tool (or with the arguments the person was shown), would be
+ * another call to such a server. svc refuses such a body rather than guess which one it reaches.
+ */
+function lookalikeKeys(messages: JsonRpc[]): string | null {
+  for (const m of messages) {
+    const found = lookalikeKey(m, ENVELOPE_KEYS) ?? lookalikeKey(m?.params, PARAMS_KEYS);
+    if (found) return `The MCP request body has the key ${JSON.stringify(found.key.slice(0, 40))}, which some servers read as "${found.as}"; JSON-RPC keys are exact.`;
+  }
+  return null;
+}
+
 const rpcError = (id: JsonRpc['id'], message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code: -32602, message } });
 
 /**
@@ -218,6 +249,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       throw new AppError('invalid_body', 'The MCP request body is not valid JSON.');
     }
     const messages = Array.isArray(parsed) ? parsed : [parsed];
+    const lookalike = lookalikeKeys(messages);
+    if (lookalike) throw new AppError('invalid_body', lookalike);
     const disagreement = headersDisagree(ctx, messages);
     if (disagreement) throw new AppError('header_mismatch', disagreement);
     const refused: { m: JsonRpc; why: string }[] = [];
@@ -240,9 +273,10 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       if (note) note.refused = 'tool_not_allowed';
       return;
     }
-    // What goes upstream is what svc read: a call is sent as svc parsed it, so a body with a key
-    // given twice (which parsers settle differently) cannot run another tool than the one checked.
-    if (messages.some((m) => m?.method === 'tools/call')) text = JSON.stringify(parsed);
+    // What goes upstream is what svc read: every body is sent as svc parsed it, so a key given
+    // twice (the last one wins here, the first in some parsers) cannot make a method svc read as
+    // a ping, or a tool it checked, another at the server.
+    text = JSON.stringify(parsed);
   }
 
   const headers: Record<string, string> = {};
