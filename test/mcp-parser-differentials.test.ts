@@ -184,3 +184,89 @@ describe('MCP proxy: bodies another parser reads differently', () => {
     for (const sent of go.raw.slice(before)) expect(sent.match(/"method"/g)?.length ?? 0).toBeLessThanOrEqual(1);
   });
 });
+
+describe('a held call approved after its instance changed', () => {
+  let d: TestDaemon;
+  let alice: Api;
+  let go: Awaited<ReturnType<typeof startGoStyleServer>>;
+
+  beforeAll(async () => {
+    go = await startGoStyleServer();
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0, callApprovalTimeoutS: 30 } });
+    const admin = await new Api(d.url).login('admin', d.adminPassword);
+    alice = await userApi(d.url, admin, 'alice', 'user');
+  }, 60_000);
+
+  afterAll(async () => {
+    await d.stop();
+    await go.close();
+  });
+
+  /** A new instance of the server and a key for it; a held delete_note of `note`, waiting. */
+  async function held(note: string, via: 'mcp' | 'rest' = 'mcp') {
+    const created = await alice.post('/svc/v1/mcps', { name: `go-${note}`, url: go.url });
+    const instance = created.body.instance.id as string;
+    const key = (await alice.post('/svc/v1/keys', { name: note, mcp_servers: [{ url: go.url, instance_ids: [instance] }] })).body.key as string;
+    const headers = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+    const answer =
+      via === 'rest'
+        ? fetch(`${d.url}/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { method: 'POST', headers, body: JSON.stringify({ params: { id: note } }) })
+        : fetch(`${d.url}/svc/v1/apps/mcps/${instance}/mcp`, {
+            method: 'POST',
+            headers,
+            body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'delete_note', arguments: { id: note } } }),
+          });
+    const call = await eventually(async () => {
+      const list = await alice.get('/svc/v1/calls?status=pending');
+      return (list.body.data as { id: string; arguments: { id?: string } }[]).find((c) => c.arguments.id === note);
+    }, `the held call of ${note}`);
+    return { instance, call, answer };
+  }
+
+  const ended = async (id: string) => ((await alice.get('/svc/v1/calls')).body.data as { id: string }[]).find((c) => c.id === id);
+  const ranNote = (note: string) => go.ran.some((r) => r.tool === 'delete_note' && (r.args as { id?: string }).id === note);
+
+  it('control: approved while nothing changed, it runs', async () => {
+    const h = await held('unchanged');
+    expect((await alice.post(`/svc/v1/calls/${h.call.id}/approve`, {})).status).toBe(200);
+    expect(await (await h.answer).text()).toContain('deleted unchanged');
+    expect(ranNote('unchanged')).toBe(true);
+  });
+
+  it('the owner disabled the instance while the call waited: approving it runs nothing', async () => {
+    const h = await held('disabled');
+    expect((await alice.patch(`/svc/v1/mcps/${h.instance}`, { enabled: false })).status).toBe(200);
+    await alice.post(`/svc/v1/calls/${h.call.id}/approve`, {});
+    expect(await (await h.answer).text()).not.toContain('deleted disabled');
+    expect(ranNote('disabled')).toBe(false);
+    expect(await ended(h.call.id)).toMatchObject({ status: 'failed', reason: expect.stringMatching(/disabled/) });
+  });
+
+  it('the owner took the tool off the allow-list while the call waited: approving it runs nothing', async () => {
+    const h = await held('delisted');
+    expect((await alice.patch(`/svc/v1/mcps/${h.instance}`, { allow_tools: ['read_notes'] })).status).toBe(200);
+    await alice.post(`/svc/v1/calls/${h.call.id}/approve`, {});
+    expect(await (await h.answer).text()).not.toContain('deleted delisted');
+    expect(ranNote('delisted')).toBe(false);
+    expect(await ended(h.call.id)).toMatchObject({ status: 'failed', reason: expect.stringMatching(/denied/) });
+  });
+
+  it('the owner deleted the instance while the call waited: approving it runs nothing', async () => {
+    const h = await held('deleted');
+    expect((await alice.delete(`/svc/v1/mcps/${h.instance}`)).status).toBeLessThan(300);
+    await alice.post(`/svc/v1/calls/${h.call.id}/approve`, {});
+    expect(await (await h.answer).text()).not.toContain('deleted deleted');
+    expect(ranNote('deleted')).toBe(false);
+    expect(await ended(h.call.id)).toMatchObject({ status: 'failed', reason: expect.stringMatching(/gone/) });
+  });
+
+  it('over REST too: the instance disabled while the call waited, approving it runs nothing', async () => {
+    const h = await held('rest-disabled', 'rest');
+    expect((await alice.patch(`/svc/v1/mcps/${h.instance}`, { enabled: false })).status).toBe(200);
+    await alice.post(`/svc/v1/calls/${h.call.id}/approve`, {});
+    const res = await h.answer;
+    expect(await res.text()).not.toContain('deleted rest-disabled');
+    expect(ranNote('rest-disabled')).toBe(false);
+    expect(await ended(h.call.id)).toMatchObject({ status: 'failed', reason: expect.stringMatching(/disabled/) });
+  });
+});

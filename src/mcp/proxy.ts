@@ -324,7 +324,7 @@ function notRun(id: JsonRpc['id'], text: string) {
 export const HELD_TEXTS: Record<Exclude<HeldOutcome, 'approved'>, string> = {
   denied: 'The person declined this tool call. It did not run.',
   expired: 'Nobody answered the request to run this tool call in time. It did not run.',
-  failed: 'This tool call could not wait for the person any longer (svc stopped or the grant ended). It did not run.',
+  failed: 'This tool call could not wait for the person any longer (svc stopped, the grant ended, or the instance or the tool was turned off). It did not run.',
 };
 
 /**
@@ -372,8 +372,9 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
     res.off('close', appGone);
   }
   if (result === 'approved') {
-    if (res.destroyed || (await gate.stillGranted()) === false) {
-      gate.fail(call.id, res.destroyed ? 'the app went away' : 'the grant ended before the call could run');
+    const whyNot = res.destroyed ? 'the app went away' : await gate.whyNotNow(tool);
+    if (whyNot) {
+      gate.fail(call.id, whyNot);
       if (note) note.refused = 'call_failed';
       return answer(notRun(m.id, HELD_TEXTS.failed));
     }
