@@ -270,3 +270,44 @@ describe('a held call approved after its instance changed', () => {
     expect(await ended(h.call.id)).toMatchObject({ status: 'failed', reason: expect.stringMatching(/disabled/) });
   });
 });
+
+describe("the instance's credential in a JSON-RPC error answered with 200", () => {
+  const secret = `sk-inst-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+  let d: TestDaemon;
+  let upstream: http.Server;
+  let instance: string;
+  let key: string;
+
+  beforeAll(async () => {
+    // MCP servers answer a JSON-RPC error with HTTP 200; this one quotes the header it was sent
+    upstream = http.createServer((req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32603, message: `backend refused ${String(req.headers.authorization)}` } }));
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/mcp`;
+    d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
+    const admin = await new Api(d.url).login('admin', d.adminPassword);
+    const alice = await userApi(d.url, admin, 'alice', 'user');
+    instance = (await alice.post('/svc/v1/mcps', { name: 'echoes', url, headers: [{ name: 'Authorization', value: `Bearer ${secret}` }] })).body.instance.id;
+    key = (await alice.post('/svc/v1/keys', { name: 'echo', mcp_servers: [{ url, instance_ids: [instance] }] })).body.key;
+  }, 60_000);
+
+  afterAll(async () => {
+    await d.stop();
+    upstream.closeAllConnections();
+    await new Promise<void>((r) => upstream.close(() => r()));
+  });
+
+  it('is scrubbed as it is in a 4xx answer', async () => {
+    const res = await fetch(`${d.url}/svc/v1/apps/mcps/${instance}/mcp`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(JSON.parse(text).error.message).toContain('backend refused');
+    expect(text).not.toContain(secret);
+  });
+});

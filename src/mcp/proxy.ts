@@ -428,13 +428,15 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     let reply: string | Buffer = whole;
     if (visible && contentType.startsWith('application/json') && whole.indexOf('"tools"') !== -1) reply = filterToolListText(whole.toString('utf8'), visible);
     // An error answer may quote the instance's credential back: scrubbed in every JSON spelling.
-    if (upstream.statusCode >= 400 && secrets.length > 0) {
+    // MCP servers answer a JSON-RPC error with 200, so that counts as an error answer too.
+    const failed = answeredWithError(whole);
+    if ((upstream.statusCode >= 400 || failed) && secrets.length > 0) {
       let scrubbed = reply.toString();
       for (const secret of secrets) scrubbed = scrubJsonText(scrubbed, secret);
       reply = scrubbed;
     }
     out['content-length'] = String(Buffer.byteLength(reply));
-    if (ctx.state.activity && answeredWithError(whole)) ctx.state.activity.failed = true;
+    if (ctx.state.activity && failed) ctx.state.activity.failed = true;
     takeResponse(ctx, upstream.statusCode, out).end(reply);
     return;
   }
