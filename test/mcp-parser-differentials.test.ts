@@ -176,6 +176,29 @@ describe('MCP proxy: bodies another parser reads differently', () => {
     expect(go.ran.filter((r) => r.tool === 'delete_note').map((r) => r.args)).not.toContainEqual({ id: 'precious' });
   });
 
+  it('pinned safe: a tool name in another case or with a space runs nothing; another instance is not reached by another spelling of its path', async () => {
+    for (const name of ['Touch', 'TOUCH', 'touch ', ' touch', 'touch\u0000', 'to\u0075ch']) {
+      const res = await post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"${name}","arguments":{"path":"/f"}}}`);
+      await res.text();
+    }
+    // a batch and a notification with the denied tool, and a method in another case
+    await (await post('[{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"read_notes"}},{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"touch","arguments":{"path":"/g"}}}]')).text();
+    await (await post('{"jsonrpc":"2.0","method":"tools/call","params":{"name":"touch","arguments":{"path":"/h"}}}')).text();
+    await (await post('{"jsonrpc":"2.0","id":12,"method":"Tools/Call","params":{"name":"touch","arguments":{"path":"/i"}}}')).text();
+    expect(go.runs('touch')).toBe(0);
+
+    // an instance of the same owner and server outside this key's grant
+    const other = (await alice.post('/svc/v1/mcps', { name: 'go-other', url: go.url })).body.instance.id as string;
+    const before = go.raw.length;
+    const bodyText = '{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"read_notes","arguments":{}}}';
+    for (const path of [`${other}/mcp`, `${other}/mcp/`, `${other.toUpperCase()}/mcp`, `${instance}%2F..%2F${other}/mcp`, `${instance}/..%2F${other}/mcp`, `${encodeURIComponent(other)}%20/mcp`]) {
+      const res = await fetch(`${d.url}/svc/v1/apps/mcps/${path}`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }, body: bodyText });
+      expect(res.status, path).toBeGreaterThanOrEqual(400);
+      await res.text();
+    }
+    expect(go.raw.length).toBe(before);
+  });
+
   it('a key given twice goes upstream once: a parser that keeps the first one sees what svc checked', async () => {
     const before = go.raw.length;
     // svc (last key wins) reads a ping; a first-key-wins parser would read tools/call of touch
