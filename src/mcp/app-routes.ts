@@ -50,8 +50,9 @@ async function heldExecute(ctx: AppContext, gate: ToolGate, name: string, args: 
   const gone = () => gate.fail(call.id, 'the app went away');
   ctx.res.once('close', gone);
   const result = await outcome.finally(() => ctx.res.off('close', gone));
-  if (result === 'approved' && !ctx.res.destroyed && (await gate.stillGranted())) return { result: await run() };
-  if (result === 'approved') gate.fail(call.id, ctx.res.destroyed ? 'the app went away' : 'the grant ended before the call could run');
+  const whyNot = result !== 'approved' ? null : ctx.res.destroyed ? 'the app went away' : await gate.whyNotNow(name);
+  if (result === 'approved' && !whyNot) return { result: await run() };
+  if (whyNot) gate.fail(call.id, whyNot);
   const why = result === 'approved' ? 'failed' : result;
   if (note) note.refused = `call_${why}`;
   if (ctx.res.destroyed) throw new AppError('client_closed', 'The client went away.');

@@ -2,7 +2,7 @@ import type { BearerGrant } from '../http/context.js';
 import type { Repositories } from '../store/repositories.js';
 import type { McpInstanceRecord, ToolChoice } from '../store/schema.js';
 import type { HeldCalls, HeldOutcome } from './held-calls.js';
-import { listFilter, type ToolPolicies } from './policies.js';
+import { grantedIds, listFilter, setChoice, type ToolPolicies } from './policies.js';
 import type { HeldCallView } from './policy-schemas.js';
 
 /**
@@ -19,8 +19,13 @@ export interface ToolGate {
   hold(tool: string, args: unknown, via: 'mcp' | 'rest'): Promise<{ call: HeldCallView; outcome: Promise<HeldOutcome> }>;
   /** ends a held call that will not run (the app went away, the grant ended) */
   fail(callId: string, reason: string): void;
-  /** whether the grant is still approved, read again when an approved call is about to go */
-  stillGranted(): Promise<boolean>;
+  /**
+   * Why an approved held call may no longer go (null: it may), read again when it is about to: the
+   * grant ended, or the instance was disabled, deleted or left the grant, or the tool is now denied
+   * (the owner's allow-list or the grant's choices). A call can wait for a minute; all of that can
+   * change meanwhile, and a person's yes is to the call, not to what the owner since turned off.
+   */
+  whyNotNow(tool: string): Promise<string | null>;
 }
 
 export interface GateDeps {
@@ -43,8 +48,13 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
       return deps.held.hold({ record, instance, tool, arguments: args, appName, user: grant.user.username, via });
     },
     fail: (id, reason) => deps.held.fail(id, reason),
-    async stillGranted() {
-      return (await deps.repos.accessRequests.get(record.id))?.status === 'approved';
+    async whyNotNow(tool) {
+      const [fresh, now] = await Promise.all([deps.repos.accessRequests.get(record.id), deps.repos.mcpInstances.get(instance.id)]);
+      if (fresh?.status !== 'approved') return 'the grant ended before the call could run';
+      if (!now || now.owner_id !== grant.user.id || !grantedIds(fresh).has(now.id)) return 'the instance is gone from the grant';
+      if (!now.enabled) return 'the instance was disabled before the call could run';
+      if (setChoice(fresh, now, tool) === 'deny') return 'the tool was denied before the call could run';
+      return null;
     },
   };
 }

@@ -253,7 +253,7 @@ export class HeldCalls {
     return { ...view, status: 'expired', reason: 'nobody answered in time' };
   }
 
-  /** A call that will not run after all: the app went away, svc stops, or its grant ended before it could be sent. */
+  /** A call that will not run after all: the app went away, svc stops, or its grant, instance or tool was ended before it could be sent. */
   fail(id: string, reason: string): void {
     const entry = this.entries.get(id);
     if (!entry) return;

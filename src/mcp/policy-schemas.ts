@@ -89,7 +89,7 @@ export const heldCall = z
     decided_by: z.string().nullable().describe('Who approved or denied it, by username'),
     waited_ms: z.number().int().nullable().describe('How long the call waited for its outcome'),
     remember_until: z.string().nullable().describe('Approved with remember_minutes: until when this tool of this grant and instance runs without asking'),
-    reason: z.string().nullable().describe('failed: why (the app went away, svc stopped, the grant ended)'),
+    reason: z.string().nullable().describe('failed: why (the app went away, svc stopped, the grant ended, the instance or tool was turned off)'),
   })
   .meta({ id: 'HeldCall' });
 export type HeldCallView = z.infer<typeof heldCall>;

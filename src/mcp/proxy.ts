@@ -115,6 +115,37 @@ type JsonRpc = {
   result?: { tools?: { name?: unknown }[] };
 };
 
+/** The keys svc reads in a JSON-RPC message, and in its params (a tools/call's name and arguments). */
+const ENVELOPE_KEYS = ['jsonrpc', 'id', 'method', 'params', 'result', 'error'];
+const PARAMS_KEYS = ['name', 'arguments', '_meta'];
+/** Folds case the way lenient parsers match keys: Go's encoding/json also takes `ſ` for s and the Kelvin sign for k, .NET `ı` for i. */
+const foldKey = (key: string) => key.toLowerCase().toUpperCase();
+const FOLDED = new Map([...ENVELOPE_KEYS, ...PARAMS_KEYS].map((k) => [foldKey(k), k]));
+
+/** A key of `obj` that is not one of `keys` but folds onto one of them. */
+function lookalikeKey(obj: unknown, keys: string[]): { key: string; as: string } | undefined {
+  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return undefined;
+  for (const key of Object.keys(obj)) {
+    const as = FOLDED.get(foldKey(key));
+    if (as !== undefined && as !== key && keys.includes(as)) return { key, as };
+  }
+  return undefined;
+}
+
+/**
+ * A parser that matches keys without regard to case (Go's encoding/json, .NET's web defaults)
+ * reads `"Method"` as `method` and `"Name"` as `name`, the last one winning: a body svc reads as
+ * a ping, or as a call of an allowed tool (or with the arguments the person was shown), would be
+ * another call to such a server. svc refuses such a body rather than guess which one it reaches.
+ */
+function lookalikeKeys(messages: JsonRpc[]): string | null {
+  for (const m of messages) {
+    const found = lookalikeKey(m, ENVELOPE_KEYS) ?? lookalikeKey(m?.params, PARAMS_KEYS);
+    if (found) return `The MCP request body has the key ${JSON.stringify(found.key.slice(0, 40))}, which some servers read as "${found.as}"; JSON-RPC keys are exact.`;
+  }
+  return null;
+}
+
 const rpcError = (id: JsonRpc['id'], message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code: -32602, message } });
 
 /**
@@ -218,6 +249,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       throw new AppError('invalid_body', 'The MCP request body is not valid JSON.');
     }
     const messages = Array.isArray(parsed) ? parsed : [parsed];
+    const lookalike = lookalikeKeys(messages);
+    if (lookalike) throw new AppError('invalid_body', lookalike);
     const disagreement = headersDisagree(ctx, messages);
     if (disagreement) throw new AppError('header_mismatch', disagreement);
     const refused: { m: JsonRpc; why: string }[] = [];
@@ -240,9 +273,10 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       if (note) note.refused = 'tool_not_allowed';
       return;
     }
-    // What goes upstream is what svc read: a call is sent as svc parsed it, so a body with a key
-    // given twice (which parsers settle differently) cannot run another tool than the one checked.
-    if (messages.some((m) => m?.method === 'tools/call')) text = JSON.stringify(parsed);
+    // What goes upstream is what svc read: every body is sent as svc parsed it, so a key given
+    // twice (the last one wins here, the first in some parsers) cannot make a method svc read as
+    // a ping, or a tool it checked, another at the server.
+    text = JSON.stringify(parsed);
   }
 
   const headers: Record<string, string> = {};
@@ -290,7 +324,7 @@ function notRun(id: JsonRpc['id'], text: string) {
 export const HELD_TEXTS: Record<Exclude<HeldOutcome, 'approved'>, string> = {
   denied: 'The person declined this tool call. It did not run.',
   expired: 'Nobody answered the request to run this tool call in time. It did not run.',
-  failed: 'This tool call could not wait for the person any longer (svc stopped or the grant ended). It did not run.',
+  failed: 'This tool call could not wait for the person any longer (svc stopped, the grant ended, or the instance or the tool was turned off). It did not run.',
 };
 
 /**
@@ -338,8 +372,9 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
     res.off('close', appGone);
   }
   if (result === 'approved') {
-    if (res.destroyed || (await gate.stillGranted()) === false) {
-      gate.fail(call.id, res.destroyed ? 'the app went away' : 'the grant ended before the call could run');
+    const whyNot = res.destroyed ? 'the app went away' : await gate.whyNotNow(tool);
+    if (whyNot) {
+      gate.fail(call.id, whyNot);
       if (note) note.refused = 'call_failed';
       return answer(notRun(m.id, HELD_TEXTS.failed));
     }
@@ -393,13 +428,15 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     let reply: string | Buffer = whole;
     if (visible && contentType.startsWith('application/json') && whole.indexOf('"tools"') !== -1) reply = filterToolListText(whole.toString('utf8'), visible);
     // An error answer may quote the instance's credential back: scrubbed in every JSON spelling.
-    if (upstream.statusCode >= 400 && secrets.length > 0) {
+    // MCP servers answer a JSON-RPC error with 200, so that counts as an error answer too.
+    const failed = answeredWithError(whole);
+    if ((upstream.statusCode >= 400 || failed) && secrets.length > 0) {
       let scrubbed = reply.toString();
       for (const secret of secrets) scrubbed = scrubJsonText(scrubbed, secret);
       reply = scrubbed;
     }
     out['content-length'] = String(Buffer.byteLength(reply));
-    if (ctx.state.activity && answeredWithError(whole)) ctx.state.activity.failed = true;
+    if (ctx.state.activity && failed) ctx.state.activity.failed = true;
     takeResponse(ctx, upstream.statusCode, out).end(reply);
     return;
   }
