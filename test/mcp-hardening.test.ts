@@ -67,6 +67,40 @@ async function startBadMcp() {
       const spelled = [...auth].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
       res.writeHead(400, { 'Content-Type': 'application/json' });
       res.end(`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"bad header \\/ ${spelled}"}}`);
+    } else if (req.url === '/echoes-ok') {
+      // a success that quotes it: raw in one string, \u-spelled in another
+      const spelled = [...auth].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(`{"jsonrpc":"2.0","id":1,"result":{"seen":${JSON.stringify(auth)},"again":"${spelled}"}}`);
+    } else if (req.url === '/echoes-sse') {
+      // an event stream that quotes it in an event's id, and in data cut across two writes
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      const data = JSON.stringify({ jsonrpc: '2.0', id: 1, result: { seen: auth } });
+      res.write(`id: ${auth}\ndata: ${data.slice(0, 40)}`);
+      setTimeout(() => res.end(`${data.slice(40)}\n\n`), 20);
+    } else if (req.url === '/echoes-mcp') {
+      // just enough of an MCP server for the SDK client of REST execute, with one tool that quotes it
+      if (req.method !== 'POST') {
+        res.writeHead(405).end();
+        return;
+      }
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const m = JSON.parse(body) as { id?: number; method: string; params?: { protocolVersion?: string } };
+        if (m.id === undefined) {
+          res.writeHead(202).end();
+          return;
+        }
+        const result =
+          m.method === 'initialize'
+            ? { protocolVersion: m.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'echoes', version: '1' } }
+            : m.method === 'tools/list'
+              ? { tools: [{ name: 'whoami', inputSchema: { type: 'object' } }] }
+              : { content: [{ type: 'text', text: `you sent ${auth}` }] };
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: m.id, result }));
+      });
     } else if (req.url === '/stalls') {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': '400' });
       res.write('{"jsonrpc":"2.0","id":1,');
@@ -131,7 +165,7 @@ describe('MCP proxy hardening', () => {
       ids[name] = res.body.instance.id;
     };
     await add('express', express.url, { allow_tools: ['echo'] });
-    for (const p of ['refuses', 'echoes', 'stalls', 'resets', 'cut', 'silent', 'quiet']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
+    for (const p of ['refuses', 'echoes', 'echoes-ok', 'echoes-sse', 'echoes-mcp', 'stalls', 'resets', 'cut', 'silent', 'quiet']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
     await add('endless', bad.url('/endless'), { allow_tools: ['echo'] });
     await add('sdk', sdk.url);
     const grants = Object.entries(ids).map(([name, id]) => ({ name, id }));
@@ -214,6 +248,38 @@ describe('MCP proxy hardening', () => {
       const text = await res.text();
       expect(JSON.parse(text).error.message).toContain('[redacted]');
       expect(JSON.stringify(JSON.parse(text))).not.toContain(INSTANCE_SECRET);
+    });
+
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+
+    it('a successful answer quoting it, raw and \\u-spelled, is relayed scrubbed', async () => {
+      const res = await post('echoes-ok', ping);
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(JSON.parse(text).result).toEqual({ seen: '[redacted]', again: '[redacted]' });
+      expect(JSON.stringify(JSON.parse(text))).not.toContain(INSTANCE_SECRET);
+    });
+
+    it('an event stream quoting it in an id and in data cut across writes is relayed scrubbed, event by event', async () => {
+      const res = await post('echoes-sse', ping);
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).not.toContain(INSTANCE_SECRET);
+      expect(text).toContain('id: [redacted]\n');
+      const data = /^data: (.*)$/m.exec(text)![1];
+      expect(JSON.parse(data).result).toEqual({ seen: '[redacted]' });
+    });
+
+    it("a tool's result through REST execute quoting it comes back scrubbed", async () => {
+      const res = await fetch(`${d.url}/svc/v1/apps/mcps/${ids['echoes-mcp']}/tools/whoami/execute`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ params: {} }),
+      });
+      const text = await res.text();
+      expect(res.status, text).toBe(200);
+      expect(JSON.parse(text).result.content[0].text).toBe('you sent [redacted]');
+      expect(text).not.toContain(INSTANCE_SECRET);
     });
   });
 

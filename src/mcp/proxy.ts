@@ -2,7 +2,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import { readRaw } from '../upstream/body.js';
 import { type ActivityNote, afterAnswer, type AppContext } from '../http/context.js';
-import { MIN_SCRUBBED_KEY_LENGTH, scrubJsonText } from '../upstream/scrub.js';
+import { credentialSecrets, scrubJsonTextOfAll, scrubTextOfAll } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
 import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';
@@ -37,12 +37,6 @@ function decodeUtf8(body: Buffer): string {
   } catch {
     throw new AppError('invalid_body', 'The MCP request body is not valid UTF-8.');
   }
-}
-
-/** The parts of an instance header value worth scrubbing: the whole value and its token after a scheme. */
-function secretParts(value: string): string[] {
-  const parts = [value, value.replace(/^[A-Za-z]+\s+/, '')];
-  return [...new Set(parts)].filter((p) => p.length >= MIN_SCRUBBED_KEY_LENGTH);
 }
 
 /** Request headers an MCP client sends that the server must see; nothing else of the app's goes up. */
@@ -171,17 +165,39 @@ function filterToolListText(text: string, visible: (tool: string) => boolean): s
 
 const EVENT_END = /\r?\n\r?\n/;
 
-/**
- * Rewrites an SSE stream event by event, filtering tools/list results. Events are passed on as
- * soon as they are complete, so streaming is kept.
- */
 /** An SSE event (or a run of text without an event's end) may be at most this large. */
 const SSE_EVENT_LIMIT = 8 * 1024 * 1024;
 
 /**
- * Passes an event stream on event by event, rewriting each event's data with `rewrite` (the
- * allow-list's filter of tools/list results). An event that never ends past SSE_EVENT_LIMIT
- * stops the stream rather than grow svc's memory.
+ * What an answer of an instance's server goes through before the app sees it: tools/list results
+ * filtered to what the grant may see, and the instance's credentials scrubbed in every spelling
+ * (a server may quote them back, in an error or in a tool's result alike).
+ */
+interface AnswerRewrite {
+  visible: ((tool: string) => boolean) | null;
+  secrets: string[];
+}
+
+/** A whole JSON answer (or one event's data) as the app may see it. */
+function rewriteJsonText(text: string, { visible, secrets }: AnswerRewrite): string {
+  const filtered = visible ? filterToolListText(text, visible) : text;
+  return secrets.length ? scrubJsonTextOfAll(filtered, secrets) : filtered;
+}
+
+const rewritesNothing = (rewrite: AnswerRewrite) => !rewrite.visible && rewrite.secrets.length === 0;
+
+/** A whole answer as the app may see it: the bytes as they came when nothing in them changes. */
+function rewrittenAnswer(whole: Buffer, rewrite: AnswerRewrite): Buffer | string {
+  if (rewritesNothing(rewrite)) return whole;
+  const text = whole.toString('utf8');
+  const rewritten = rewriteJsonText(text, rewrite);
+  return rewritten === text ? whole : rewritten;
+}
+
+/**
+ * Passes an event stream on event by event, each event's data rewritten (rewriteJsonText) and its
+ * other lines scrubbed, as soon as the event is complete, so streaming is kept. An event that
+ * never ends past SSE_EVENT_LIMIT stops the stream rather than grow svc's memory.
  */
 class SseEventFilter implements StreamTransform {
   private readonly decoder = new StringDecoder('utf8');
@@ -190,7 +206,11 @@ class SseEventFilter implements StreamTransform {
   private searchFrom = 0;
   private readonly eventEnd = new RegExp(EVENT_END.source, 'g');
 
-  constructor(private readonly rewrite: (data: string) => string) {}
+  constructor(private readonly rewrite: AnswerRewrite) {}
+
+  private scrub(text: string): string {
+    return this.rewrite.secrets.length ? scrubTextOfAll(text, this.rewrite.secrets) : text;
+  }
 
   push(chunk: Buffer): string | null {
     this.buffered += this.decoder.write(chunk);
@@ -205,8 +225,8 @@ class SseEventFilter implements StreamTransform {
       const lines = event.split(/\r?\n/);
       const fields = lines.filter((l) => !l.startsWith('data:'));
       const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
-      if (data.length === 0) out += `${event}\n\n`;
-      else out += `${fields.map((l) => `${l}\n`).join('')}data: ${this.rewrite(data.join('\n'))}\n\n`;
+      if (data.length === 0) out += `${this.scrub(event)}\n\n`;
+      else out += `${fields.map((l) => `${this.scrub(l)}\n`).join('')}data: ${rewriteJsonText(data.join('\n'), this.rewrite)}\n\n`;
     }
     if (start > 0) this.buffered = this.buffered.slice(start);
     this.searchFrom = this.buffered.length;
@@ -217,7 +237,7 @@ class SseEventFilter implements StreamTransform {
   end(): string | null {
     const rest = this.buffered + this.decoder.end();
     this.buffered = '';
-    return rest || null;
+    return rest ? this.scrub(rest) : null;
   }
 }
 
@@ -287,7 +307,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
-  const secrets = Object.values(instanceHeaders).flatMap(secretParts);
+  const secrets = credentialSecrets(Object.values(instanceHeaders));
   const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
@@ -407,7 +427,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
   const contentType = String(upstream.headers['content-type'] ?? '');
   const answer = upstream.body;
   const streaming = contentType.startsWith('text/event-stream');
-  if (into) return relayInto(into, upstream.statusCode, contentType, answer, visible, text, instance);
+  if (into) return relayInto(into, upstream.statusCode, contentType, answer, { visible, secrets }, text, instance);
   if (upstream.statusCode === 401 || upstream.statusCode === 403) {
     // The MCP server refused the instance's own credentials, not the app's token: a 401 passed on
     // would make the app drop a good token, and its text may quote the credential.
@@ -425,16 +445,9 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
   }
   if (whole) {
-    let reply: string | Buffer = whole;
-    if (visible && contentType.startsWith('application/json') && whole.indexOf('"tools"') !== -1) reply = filterToolListText(whole.toString('utf8'), visible);
-    // An error answer may quote the instance's credential back: scrubbed in every JSON spelling.
-    // MCP servers answer a JSON-RPC error with 200, so that counts as an error answer too.
+    // MCP servers answer a JSON-RPC error with 200: it counts as a failed call all the same.
     const failed = answeredWithError(whole);
-    if ((upstream.statusCode >= 400 || failed) && secrets.length > 0) {
-      let scrubbed = reply.toString();
-      for (const secret of secrets) scrubbed = scrubJsonText(scrubbed, secret);
-      reply = scrubbed;
-    }
+    const reply = rewrittenAnswer(whole, { visible: contentType.startsWith('application/json') ? visible : null, secrets });
     out['content-length'] = String(Buffer.byteLength(reply));
     if (ctx.state.activity && failed) ctx.state.activity.failed = true;
     takeResponse(ctx, upstream.statusCode, out).end(reply);
@@ -443,7 +456,8 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
 
   const res = takeResponse(ctx, upstream.statusCode, out);
   res.flushHeaders();
-  const filter = visible ? new SseEventFilter((data) => filterToolListText(data, visible)) : null;
+  const rewrite = { visible, secrets };
+  const filter = rewritesNothing(rewrite) ? null : new SseEventFilter(rewrite);
   // An MCP stream has no error event of its own: a broken upstream ends it, as a closed connection would.
   const pumped = pumpStream(res, answer, filter, () => null);
   // The GET stream, open all day, runs on without the handlers that led to it: they finish now, and
@@ -453,7 +467,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
 }
 
 /** The upstream's answer to an approved held call, carried on the stream svc already answers with. */
-async function relayInto(into: ServerResponse, status: number, contentType: string, answer: Readable, visible: RelayInput['visible'], text: string | undefined, instance: McpInstanceRecord): Promise<void> {
+async function relayInto(into: ServerResponse, status: number, contentType: string, answer: Readable, rewrite: AnswerRewrite, text: string | undefined, instance: McpInstanceRecord): Promise<void> {
   const id = (() => {
     try {
       return (JSON.parse(text ?? '') as JsonRpc).id ?? null;
@@ -469,8 +483,7 @@ async function relayInto(into: ServerResponse, status: number, contentType: stri
   // never the upstream's text (which may quote the instance's credential).
   if (status >= 400) return fail(`The MCP server of instance ${instance.name.slice(0, 60)} answered ${status}.`);
   if (contentType.startsWith('text/event-stream')) {
-    const filter = visible ? new SseEventFilter((data) => filterToolListText(data, visible)) : null;
-    await pumpStream(into, answer, filter, () => null);
+    await pumpStream(into, answer, rewritesNothing(rewrite) ? null : new SseEventFilter(rewrite), () => null);
     return;
   }
   let whole: Buffer;
@@ -479,5 +492,6 @@ async function relayInto(into: ServerResponse, status: number, contentType: stri
   } catch (err) {
     return fail((err as Error).message);
   }
-  if (!into.writableEnded && !into.destroyed) into.end(`event: message\ndata: ${whole.toString('utf8').replace(/\r?\n/g, ' ')}\n\n`);
+  const data = rewrittenAnswer(whole, rewrite).toString().replace(/\r?\n/g, ' ');
+  if (!into.writableEnded && !into.destroyed) into.end(`event: message\ndata: ${data}\n\n`);
 }

@@ -4,6 +4,7 @@ import type { Clock } from '../http/context.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { CachedTool, ToolCache, ToolHints } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
+import { credentialSecrets, scrubJsonTextOfAll } from '../upstream/scrub.js';
 import type { McpInstancesService } from './instances.js';
 import { type McpTarget, withMcpClient } from './upstream-client.js';
 
@@ -75,6 +76,11 @@ export class McpToolsService {
   async execute(instance: McpInstanceRecord, name: string, params: Record<string, unknown>): Promise<CallToolResult> {
     this.requireEnabled(instance);
     if (!toolAllowed(instance, name)) throw toolNotAllowed(name);
-    return withMcpClient(this.target(instance), async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult);
+    const target = this.target(instance);
+    const result = await withMcpClient(target, async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult);
+    // A tool may quote the instance's credentials back (an "echo the request" tool, a verbose error).
+    const text = JSON.stringify(result);
+    const clean = scrubJsonTextOfAll(text, credentialSecrets(Object.values(target.headers)));
+    return clean === text ? result : (JSON.parse(clean) as CallToolResult);
   }
 }

@@ -93,6 +93,29 @@ export function scrubJsonText(text: string, key: string | null): string {
   }
 }
 
+/**
+ * What to scrub for credential header values (an MCP instance's): each whole value, and its token
+ * after a scheme (`Bearer abc...`), those long enough to be secrets.
+ */
+export function credentialSecrets(values: string[]): string[] {
+  const parts = values.flatMap((value) => [value, value.replace(/^[A-Za-z]+\s+/, '')]);
+  return [...new Set(parts)].filter((p) => p.length >= MIN_SCRUBBED_KEY_LENGTH);
+}
+
+/** scrubJsonText for each of several secrets. */
+export function scrubJsonTextOfAll(text: string, secrets: string[]): string {
+  let clean = text;
+  for (const secret of secrets) clean = scrubJsonText(clean, secret);
+  return clean;
+}
+
+/** Text (not JSON: the rest of a stream) with every spelling of each secret replaced. */
+export function scrubTextOfAll(text: string, secrets: string[]): string {
+  let clean = text;
+  for (const secret of secrets) clean = scrubText(clean, secret);
+  return clean;
+}
+
 /** Scrubs complete lines of an event stream: `data:` payloads as JSON, other lines as text. */
 function scrubLines(text: string, key: string): string {
   if (text.search(keyPattern(key)) === -1) return text;
