@@ -213,13 +213,14 @@ export class ReplicaLease {
   /**
    * A numbered change was heard: drop it (`changes` null: it named only its tables, so drop
    * everything), then acknowledge it. This replica's own changes come back here too, in their
-   * place in the order, so that `processed` vouches for every change before them; they were
-   * dropped when they committed (`own`: what was kept since was read after the commit), and
-   * their writer waits for no acknowledgement of its own.
+   * place in the order, so that `processed` vouches for every change before them; their writer
+   * waits for no acknowledgement of its own. They are dropped here as well as when their COMMIT
+   * answered: a COMMIT whose answer was lost (a connection cut, a reply timed out) may have
+   * committed all the same, and then only its notice says so.
    */
   changed(n: number, changes: [string, string][] | null, own = false): void {
-    if (!own && changes) this.holder?.drop(changes);
-    else if (!own) this.holder?.clear();
+    if (changes) this.holder?.drop(changes);
+    else this.holder?.clear();
     if (n > this.processed) this.processed = n;
     // a writer waits for the other replicas only: its own change needs no acknowledgement
     if (!own) this.acknowledge();
