@@ -1,7 +1,8 @@
 /**
  * Ways a team replica could keep answering a changed Bearer record from memory, each tried on a
  * real PostgreSQL server with the real lease, cache and change follower (openTeamStore): the
- * writer's own replica when its COMMIT's answer is lost.
+ * writer's own replica when its COMMIT's answer is lost, and another replica that has not heard
+ * such a change when the person is answered.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -100,5 +101,30 @@ describe.skipIf(!available)('a changed Bearer record is never answered from memo
     }, 'the replica to acknowledge the revoke and renew its lease');
     // ...its Bearer check must not find the grant approved
     expect((await b.repos.bearerRecords!.forToken('g1', 'u1', null)).record?.status).toBe('revoked');
+  });
+
+  it("a revoke whose COMMIT answer was lost is answered, when tried again, only once no other replica can answer it from memory", async () => {
+    const url = await server.createDatabase();
+    // the replica that keeps the grant, and the server process of its listening connection
+    const c = await open(url);
+    const pids = (await sql(url, "SELECT pid FROM pg_stat_activity WHERE application_name = 'svc changes' AND datname = current_database()")).map((r) => r.pid as number);
+    expect(pids).toHaveLength(1);
+    const b = await open(url);
+    await b.repos.users.put(userRecord('u1', NOW));
+    await b.repos.accessRequests.put(approved('g1', 'u1'));
+    await keptOn(c, 'g1', 'u1');
+    const lost = loseNextCommitAnswer(b);
+    // the keeping replica stops hearing changes (a stuck connection): its lease runs on a while
+    process.kill(pids[0], 'SIGSTOP');
+    try {
+      lost.armed = true;
+      await expect(b.repos.accessRequests.update('g1', (r) => void (r.status = 'revoked'))).rejects.toThrow();
+      // the person tries again and is told the grant is revoked...
+      expect((await b.repos.accessRequests.update('g1', (r) => void (r.status = 'revoked')))?.status).toBe('revoked');
+      // ...so no replica may still find it approved
+      expect((await c.repos.bearerRecords!.forToken('g1', 'u1', null)).record?.status).toBe('revoked');
+    } finally {
+      process.kill(pids[0], 'SIGCONT');
+    }
   });
 });
