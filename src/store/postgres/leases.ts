@@ -153,6 +153,23 @@ export class AckWaiter {
     }
   }
 
+  /**
+   * After a numbered COMMIT whose answer was lost (it may have committed all the same): waits as
+   * for the highest number committed by now, which is at least its own if it committed, or out the
+   * lease when the database cannot be asked. A writer told of the failure, then tried again and
+   * finding the change made, answers without a wait of its own.
+   */
+  async waitForLatest(): Promise<void> {
+    const at = performance.now();
+    let top: number | null = null;
+    try {
+      top = Number((await this.read('SELECT coalesce(max(n), 0) AS top FROM svc_invalidations', [])).rows[0].top);
+    } catch {
+      // the lease is waited out below
+    }
+    await this.wait(top ?? Number.MAX_SAFE_INTEGER, at, top === null ? null : await this.pendingOrigins(top));
+  }
+
   /** Replicas not heard from for a minute are forgotten (each start of a replica is a new one). */
   private forgetSilent(now: number): void {
     for (const [origin, { at }] of this.heardFrom) if (now - at > 60_000) this.heardFrom.delete(origin);
