@@ -161,13 +161,15 @@ export class AckWaiter {
    */
   async waitForLatest(): Promise<void> {
     const at = performance.now();
-    let top: number | null = null;
+    let top: number;
     try {
       top = Number((await this.read('SELECT coalesce(max(n), 0) AS top FROM svc_invalidations', [])).rows[0].top);
     } catch {
-      // the lease is waited out below
+      // no database to ask again meanwhile: every lease taken before the commit runs out by then
+      await sleep(Math.max(0, at + LEASE_MS - performance.now()));
+      return;
     }
-    await this.wait(top ?? Number.MAX_SAFE_INTEGER, at, top === null ? null : await this.pendingOrigins(top));
+    await this.wait(top, at, await this.pendingOrigins(top));
   }
 
   /** Replicas not heard from for a minute are forgotten (each start of a replica is a new one). */
