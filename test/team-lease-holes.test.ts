@@ -1,8 +1,8 @@
 /**
  * Ways a team replica could keep answering a changed Bearer record from memory, each tried on a
  * real PostgreSQL server with the real lease, cache and change follower (openTeamStore): the
- * writer's own replica when its COMMIT's answer is lost, and another replica that has not heard
- * such a change when the person is answered.
+ * writer's own replica when its COMMIT's answer is lost, another replica that has not heard such
+ * a change when the person is answered, and a change to more records than one notice names.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -126,5 +126,22 @@ describe.skipIf(!available)('a changed Bearer record is never answered from memo
     } finally {
       process.kill(pids[0], 'SIGCONT');
     }
+  });
+
+  it('a change to more records than a notice can name drops everything on the other replicas', async () => {
+    const url = await server.createDatabase();
+    const c = await open(url);
+    const b = await open(url);
+    await b.repos.users.put(userRecord('u1', NOW));
+    const ids = Array.from({ length: 300 }, (_, i) => `grant-with-a-longish-id-${String(i).padStart(4, '0')}`);
+    await b.repos.transaction(async (repos) => {
+      for (const id of ids) await repos.accessRequests.put(approved(id, 'u1'));
+    });
+    await keptOn(c, ids[7], 'u1');
+    // one transaction revokes them all: its notice names only the table
+    await b.repos.transaction(async (repos) => {
+      for (const id of ids) await repos.accessRequests.update(id, (r) => void (r.status = 'revoked'));
+    });
+    expect((await c.repos.bearerRecords!.forToken(ids[7], 'u1', null)).record?.status).toBe('revoked');
   });
 });

@@ -27,7 +27,10 @@ import { LOCK_NAMESPACE, LOCKS } from './migrations.js';
  *    writer sees it) or saw the change's number.
  * 4. The writer, once committed, answers only when every replica whose lease may still run has
  *    acknowledged its number, or LEASE_MS after its commit, when every lease taken before the
- *    change has run out and none could be renewed without the acknowledgement.
+ *    change has run out and none could be renewed without the acknowledgement. A writer whose
+ *    COMMIT's answer was lost (it may have committed) waits so for the latest number before it
+ *    fails (AckWaiter.waitForLatest), and every replica, the writer's own too, drops a change
+ *    when its notice comes.
  *
  * A replica cut off from the notices (its listening connection lost or stalled) cannot renew, and
  * its lease runs out: a revoke then waits for it up to LEASE_MS, and is never outlived. A replica
