@@ -60,6 +60,26 @@ describe("a writer's wait for the other replicas' acknowledgements", () => {
     expect(performance.now()).toBeGreaterThanOrEqual(committedAt + LEASE_MS);
   });
 
+  it('after a COMMIT whose answer was lost, waits as for the latest number, or out the lease when it cannot read', async () => {
+    let fail = false;
+    const asked: string[] = [];
+    const read = async (sql: string) => {
+      asked.push(sql);
+      if (fail) throw new Error('connection lost');
+      return { rows: sql.includes('max(n)') ? [{ top: 12 }] : [] } as unknown as pg.QueryResult;
+    };
+    const acks = new AckWaiter('me', read);
+    let started = performance.now();
+    await acks.waitForLatest();
+    expect(performance.now() - started).toBeLessThan(50);
+    // the replicas yet to acknowledge were asked about the latest number
+    expect(asked.some((sql) => sql.includes('acked < 12'))).toBe(true);
+    fail = true;
+    started = performance.now();
+    await acks.waitForLatest();
+    expect(performance.now() - started).toBeGreaterThanOrEqual(LEASE_MS - 1);
+  });
+
   it('numbers the changes of the records a Bearer check reads, and no others', () => {
     expect(['access_requests', 'users', 'api_keys'].every((t) => guards(t, 'x'))).toBe(true);
     expect(guards('oauth_state', 'EndedGrant:abc')).toBe(true);

@@ -27,7 +27,10 @@ import { LOCK_NAMESPACE, LOCKS } from './migrations.js';
  *    writer sees it) or saw the change's number.
  * 4. The writer, once committed, answers only when every replica whose lease may still run has
  *    acknowledged its number, or LEASE_MS after its commit, when every lease taken before the
- *    change has run out and none could be renewed without the acknowledgement.
+ *    change has run out and none could be renewed without the acknowledgement. A writer whose
+ *    COMMIT's answer was lost (it may have committed) waits so for the latest number before it
+ *    fails (AckWaiter.waitForLatest), and every replica, the writer's own too, drops a change
+ *    when its notice comes.
  *
  * A replica cut off from the notices (its listening connection lost or stalled) cannot renew, and
  * its lease runs out: a revoke then waits for it up to LEASE_MS, and is never outlived. A replica
@@ -153,6 +156,25 @@ export class AckWaiter {
     }
   }
 
+  /**
+   * After a numbered COMMIT whose answer was lost (it may have committed all the same): waits as
+   * for the highest number committed by now, which is at least its own if it committed, or out the
+   * lease when the database cannot be asked. A writer told of the failure, then tried again and
+   * finding the change made, answers without a wait of its own.
+   */
+  async waitForLatest(): Promise<void> {
+    const at = performance.now();
+    let top: number;
+    try {
+      top = Number((await this.read('SELECT coalesce(max(n), 0) AS top FROM svc_invalidations', [])).rows[0].top);
+    } catch {
+      // no database to ask again meanwhile: every lease taken before the commit runs out by then
+      await sleep(Math.max(0, at + LEASE_MS - performance.now()));
+      return;
+    }
+    await this.wait(top, at, await this.pendingOrigins(top));
+  }
+
   /** Replicas not heard from for a minute are forgotten (each start of a replica is a new one). */
   private forgetSilent(now: number): void {
     for (const [origin, { at }] of this.heardFrom) if (now - at > 60_000) this.heardFrom.delete(origin);
@@ -213,13 +235,14 @@ export class ReplicaLease {
   /**
    * A numbered change was heard: drop it (`changes` null: it named only its tables, so drop
    * everything), then acknowledge it. This replica's own changes come back here too, in their
-   * place in the order, so that `processed` vouches for every change before them; they were
-   * dropped when they committed (`own`: what was kept since was read after the commit), and
-   * their writer waits for no acknowledgement of its own.
+   * place in the order, so that `processed` vouches for every change before them; their writer
+   * waits for no acknowledgement of its own. They are dropped here as well as when their COMMIT
+   * answered: a COMMIT whose answer was lost (a connection cut, a reply timed out) may have
+   * committed all the same, and then only its notice says so.
    */
   changed(n: number, changes: [string, string][] | null, own = false): void {
-    if (!own && changes) this.holder?.drop(changes);
-    else if (!own) this.holder?.clear();
+    if (changes) this.holder?.drop(changes);
+    else this.holder?.clear();
     if (n > this.processed) this.processed = n;
     // a writer waits for the other replicas only: its own change needs no acknowledgement
     if (!own) this.acknowledge();

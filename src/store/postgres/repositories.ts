@@ -142,7 +142,7 @@ export class PostgresShared {
         const result = await (inTransaction ? inTransaction.run(true, () => fn(tx)) : fn(tx));
         // a failed statement that `fn` caught still fails the transaction, and says why
         if (tx.failure) throw tx.failure;
-        const numbered = await this.commit(client, tx.changes);
+        const numbered = await this.commit(client, tx);
         this.dropKept?.(tx.changes.map((c) => [c.table, c.key]));
         this.tell(tx.changes);
         return { result, numbered };
@@ -150,6 +150,9 @@ export class PostgresShared {
         const cause = tx.failure ?? err;
         broken = connectionLost(cause);
         if (!broken) await client.query('ROLLBACK').catch(() => (broken = true));
+        // a numbered COMMIT that failed may have committed: its change is not told as failed (and
+        // so not found made by a second try) before the other replicas can have dropped it
+        if (tx.numbering && !isRetryable(cause)) await this.acks.waitForLatest();
         if (isRetryable(cause) && attempt < MAX_ATTEMPTS && Date.now() - began < RETRY_MS) {
           await sleep(Math.random() * Math.min(50, 2 ** attempt));
           continue;
@@ -167,7 +170,8 @@ export class PostgresShared {
    * when the transaction commits, and never for one that does not. A change the Bearer check
    * depends on is numbered in the same round trip (leases.ts).
    */
-  private async commit(client: pg.PoolClient, changes: Change[]): Promise<Numbered | null> {
+  private async commit(client: pg.PoolClient, tx: TxState): Promise<Numbered | null> {
+    const { changes } = tx;
     if (!changes.length) {
       await client.query('COMMIT');
       return null;
@@ -177,6 +181,7 @@ export class PostgresShared {
       await client.query(`SELECT pg_notify('${CHANNEL}', ${notice}); COMMIT`);
       return null;
     }
+    tx.numbering = true;
     const results = (await client.query(numberedCommit(CHANNEL, notice, this.origin))) as unknown as pg.QueryResult[];
     return { ...committedNumber(results), at: performance.now() };
   }
@@ -193,6 +198,8 @@ interface Numbered {
 class TxState {
   readonly changes: Change[] = [];
   failure: unknown = null;
+  /** the numbered COMMIT was sent (leases.ts): a failure from here on may come after it committed */
+  numbering = false;
 
   constructor(private readonly client: pg.PoolClient) {}
 
