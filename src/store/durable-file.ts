@@ -197,8 +197,8 @@ export async function exists(file: string, fs: StoreFs = nodeFs): Promise<boolea
  */
 export class StoreUnavailableError extends Error {
   readonly code = 'store_unavailable';
-  constructor(cause: unknown) {
-    super('The change could not be saved; nothing was changed.', { cause });
+  constructor(cause: unknown, message = 'The change could not be saved; nothing was changed.') {
+    super(message, { cause });
     this.name = 'StoreUnavailableError';
   }
 }

@@ -65,6 +65,7 @@ export async function followChanges(repos: PostgresRepositories, opts: FollowOpt
     // acknowledgement vouches for every change numbered before it too
     if (typeof notice.n === 'number') opts.lease?.changed(notice.n, notice.t ? null : (notice.c ?? null), notice.o === shared.origin);
     if (notice.o === shared.origin) return;
+    if (typeof notice.n !== 'number') opts.lease?.heardUnnumbered(notice.c, notice.t);
     if (notice.c) enqueue(() => tellKeys(notice.c!));
     if (notice.t) enqueue(() => tellTables(notice.t!));
   };

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { describe, expect, it } from 'vitest';
-import { AckWaiter, guards, LEASE_MS } from './leases.js';
+import { describe, expect, it, vi } from 'vitest';
+import { AckWaiter, guards, LEASE_MS, ReplicaLease } from './leases.js';
 
 /** A read of svc_replicas that answers `rows()` (or fails), counting the reads. */
 function replicasTable(rows: () => string[] | Error) {
@@ -85,5 +85,53 @@ describe("a writer's wait for the other replicas' acknowledgements", () => {
     expect(guards('oauth_state', 'EndedGrant:abc')).toBe(true);
     expect(guards('oauth_state', 'RefreshToken:abc')).toBe(false);
     expect(guards('providers', 'x') || guards('held_calls', 'x') || guards('sessions', 'x')).toBe(false);
+  });
+});
+
+describe("a replica's lease", () => {
+  /** A pool that answers the listen's read and renews every heartbeat. */
+  const renewingPool = () =>
+    ({
+      query: async (sql: string) => (sql.includes('renewed') ? [{ rows: [] }, { rows: [{ renewed: true }] }] : { rows: [{ top: 0 }] }),
+    }) as unknown as pg.Pool;
+
+  it('ends when the wall clock has run past it, as after a suspend the monotonic clock did not see', async () => {
+    const lease = new ReplicaLease('replica-a', renewingPool(), 'svc_changes');
+    let cleared = 0;
+    lease.hold({ drop: () => undefined, clear: () => void cleared++ });
+    const wallNow = vi.spyOn(Date, 'now');
+    try {
+      await lease.listen();
+      await vi.waitFor(() => expect(lease.valid()).toBe(true), { timeout: 2000 });
+      // suspended for a minute: the wall clock moved on, the monotonic clock did not
+      const resumedAt = Date.now() + 60_000;
+      wallNow.mockReturnValue(resumedAt);
+      expect(lease.valid()).toBe(false);
+      // the next heartbeat renews from the new time, and drops what was kept before
+      const before = cleared;
+      lease.heartbeat();
+      await vi.waitFor(() => expect(lease.valid()).toBe(true), { timeout: 2000 });
+      expect(cleared).toBeGreaterThan(before);
+    } finally {
+      wallNow.mockRestore();
+      await lease.close();
+    }
+  });
+});
+
+describe('a change heard without a number (a replica of an older version, during an upgrade)', () => {
+  it('drops the guarded records it names, or everything when it names a guarded table, and nothing else', () => {
+    const lease = new ReplicaLease('replica-b', {} as pg.Pool, 'svc_changes');
+    const dropped: [string, string][][] = [];
+    let cleared = 0;
+    lease.hold({ drop: (c) => void dropped.push(c), clear: () => void cleared++ });
+    lease.heardUnnumbered([['access_requests', 'g1'], ['providers', 'p1'], ['oauth_state', 'EndedGrant:x'], ['oauth_state', 'Session:y']], undefined);
+    expect(dropped).toEqual([[['access_requests', 'g1'], ['oauth_state', 'EndedGrant:x']]]);
+    lease.heardUnnumbered(undefined, ['providers']);
+    expect(cleared).toBe(0);
+    lease.heardUnnumbered(undefined, ['providers', 'api_keys']);
+    expect(cleared).toBe(1);
+    lease.heardUnnumbered(undefined, ['oauth_state']);
+    expect(cleared).toBe(2);
   });
 });

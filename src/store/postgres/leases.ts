@@ -204,6 +204,13 @@ export interface LeaseHolder {
 export class ReplicaLease {
   private processed = 0;
   private leaseUntil = 0;
+  /**
+   * The same end on the wall clock. The monotonic clock does not run while the machine or its
+   * virtual machine is suspended, so a replica resumed after a long suspend would still find its
+   * lease young; the wall clock did run. A wall clock stepped forward only ends a lease early (a
+   * read from the database), and one stepped back is still bounded by the monotonic end.
+   */
+  private leaseWallUntil = 0;
   private listening = false;
   private beating = false;
   private beatAgain = false;
@@ -229,7 +236,7 @@ export class ReplicaLease {
 
   /** Whether kept records may answer a call now. */
   valid(): boolean {
-    return this.listening && performance.now() < this.leaseUntil;
+    return this.listening && performance.now() < this.leaseUntil && Date.now() < this.leaseWallUntil;
   }
 
   /**
@@ -248,6 +255,16 @@ export class ReplicaLease {
     if (!own) this.acknowledge();
   }
 
+  /**
+   * A change heard without a number: from a replica of a version before the leases, during a
+   * rolling upgrade (a replica of this version numbers every change guards() names). Its records
+   * are dropped all the same, as soon as its notice comes; its writer waited for nobody.
+   */
+  heardUnnumbered(changes: [string, string][] | undefined, tables: string[] | undefined): void {
+    if (changes) this.holder?.drop(changes.filter(([table, key]) => guards(table, key)));
+    else if (tables?.some((table) => GUARDED_TABLES.has(table) || table === 'oauth_state')) this.holder?.clear();
+  }
+
   /** Tells the writers what this replica has dropped: a notice only (the heartbeat records it). */
   private acknowledge(): void {
     if (this.closed) return;
@@ -263,6 +280,7 @@ export class ReplicaLease {
   deaf(): void {
     this.listening = false;
     this.leaseUntil = 0;
+    this.leaseWallUntil = 0;
     this.connection++;
     this.holder?.clear();
   }
@@ -310,6 +328,7 @@ export class ReplicaLease {
 
   private async beat(): Promise<void> {
     const sentAt = performance.now();
+    const sentAtWall = Date.now();
     const p = this.processed;
     // a tenth of the heartbeats also forget what no one needs any more: acknowledgements stay short
     const prune = ++this.beats % 10 === 0;
@@ -318,8 +337,9 @@ export class ReplicaLease {
       const renewed = results[1].rows[0]?.renewed === true;
       if (!renewed || !this.listening) return;
       // a lease that ran out may have missed a change meanwhile: start again from nothing
-      if (sentAt >= this.leaseUntil) this.holder?.clear();
+      if (sentAt >= this.leaseUntil || sentAtWall >= this.leaseWallUntil) this.holder?.clear();
       this.leaseUntil = sentAt + LEASE_MS;
+      this.leaseWallUntil = sentAtWall + LEASE_MS;
     } catch {
       // the lease runs out by itself; the next heartbeat tries again
     }
@@ -330,6 +350,7 @@ export class ReplicaLease {
     this.closed = true;
     this.listening = false;
     this.leaseUntil = 0;
+    this.leaseWallUntil = 0;
     if (this.timer) clearInterval(this.timer);
     this.holder?.clear();
     await this.pool.query('DELETE FROM svc_replicas WHERE origin = $1', [this.origin]).catch(() => undefined);

@@ -25,6 +25,7 @@ import {
   type ValueRepository,
 } from '../repositories.js';
 import type { AccessRequestRecord, ApiKeyRecord, DbMeta, McpInstanceRecord, SessionRecord, UserRecord } from '../schema.js';
+import { StoreUnavailableError } from '../durable-file.js';
 import { deepFreeze } from '../tables.js';
 import { connectionLost, isRetryable, storeError } from './errors.js';
 import { AckWaiter, committedNumber, guards, numberedCommit } from './leases.js';
@@ -65,6 +66,8 @@ type Query = (sql: string, params?: unknown[]) => Promise<pg.QueryResult>;
  * store_unavailable, only after RETRY_MS.
  */
 const MAX_ATTEMPTS = 60;
+/** What a writer is told when the database took its COMMIT but the answer never came back. */
+const COMMIT_UNKNOWN = 'The database did not confirm the change (the connection was lost after it was sent): it may have been saved. Look before trying again.';
 const RETRY_MS = 2_000;
 /** Set while a transaction's `fn` runs, in tests only (see store.ts for why not in the daemon). */
 const inTransaction = process.env.NODE_ENV === 'test' ? new AsyncLocalStorage<boolean>() : null;
@@ -157,6 +160,9 @@ export class PostgresShared {
           await sleep(Math.random() * Math.min(50, 2 ** attempt));
           continue;
         }
+        // A connection lost with the COMMIT sent may have lost only its answer: say so, rather
+        // than that nothing changed.
+        if (tx.committing && broken) throw new StoreUnavailableError(storeError(cause), COMMIT_UNKNOWN);
         throw storeError(cause);
       } finally {
         client.off('error', lost);
@@ -172,6 +178,7 @@ export class PostgresShared {
    */
   private async commit(client: pg.PoolClient, tx: TxState): Promise<Numbered | null> {
     const { changes } = tx;
+    tx.committing = true;
     if (!changes.length) {
       await client.query('COMMIT');
       return null;
@@ -198,6 +205,8 @@ interface Numbered {
 class TxState {
   readonly changes: Change[] = [];
   failure: unknown = null;
+  /** the COMMIT was sent: a connection lost from here on may have lost only its answer */
+  committing = false;
   /** the numbered COMMIT was sent (leases.ts): a failure from here on may come after it committed */
   numbering = false;
 
