@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanEnv, runSvc, runSvcInProcess, startServe } from './helpers/cli.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
+import { eventually } from './helpers/wait.js';
 import { checkPrivateDir, localSocketPlace } from '../src/daemon-info.js';
 
 /**
@@ -22,17 +23,18 @@ describe('the CLI and the daemon of its own data dir', () => {
 
   it('a command run while its daemon is still starting (the lock held, no daemon.json yet) waits, says so once, then answers', async () => {
     // A daemon holds its data dir's lock from before it writes daemon.json until after it removes
-    // it. Modelled without a gap in the lock: a running daemon whose daemon.json is put aside for
-    // longer than the CLI waits before it says so (2 s), then put back. (Releasing a lock the test
-    // holds and then starting a daemon leaves a moment when nobody holds it, and a CLI that looks
-    // then is right to say that no daemon runs.)
+    // it. Modelled without a gap in the lock: a running daemon whose daemon.json is put aside until
+    // the CLI says it waits (after 2 s), then put back. (Releasing a lock the test holds and then
+    // starting a daemon leaves a moment when nobody holds it, and a CLI that looks then is right
+    // to say that no daemon runs.)
     const dataDir = await tempDir();
     const started = await startTestDaemon({ dataDir });
     const file = path.join(dataDir, 'daemon.json');
     try {
       await rename(file, `${file}.aside`);
-      const status = svc(dataDir, ['status', '--json']);
-      await new Promise((r) => setTimeout(r, 3_000));
+      let said = '';
+      const status = runSvcInProcess(['status', '--json'], { env: cleanEnv({ SVC_HOME: dataDir }), onErr: (t) => void (said += t) });
+      await eventually(() => said.includes('is still starting'), 'the CLI to say it waits for the starting daemon', 10_000);
       await rename(`${file}.aside`, file);
       const answered = await status;
       expect(answered.exitCode, answered.stderr).toBe(0);

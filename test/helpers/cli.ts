@@ -73,14 +73,20 @@ export async function runSvc(args: string[], opts: { env: Record<string, string>
  * than a process per command; the end-to-end spawns (runSvc) stay where the process itself is
  * under test (signals, exit codes of the binary, the man page's program).
  */
-export async function runSvcInProcess(args: string[], opts: { env: Record<string, string>; input?: string; tty?: { columns: number } }): Promise<CliResult> {
+export async function runSvcInProcess(
+  args: string[],
+  opts: { env: Record<string, string>; input?: string; tty?: { columns: number }; /** sees standard error as it is written */ onErr?: (text: string) => void },
+): Promise<CliResult> {
   const { main } = await import('../../src/cli/main.js');
   let stdout = '';
   let stderr = '';
   try {
     const exitCode = await main(['node', 'svc', ...args], {
       out: (t) => void (stdout += t),
-      err: (t) => void (stderr += t),
+      err: (t) => {
+        stderr += t;
+        opts.onErr?.(t);
+      },
       // a terminal of that width, as a person sees the output (tables, short ids, relative times)
       isTTY: Boolean(opts.tty),
       columns: opts.tty?.columns,
