@@ -4,7 +4,7 @@
  * repositories behave while the database is down, and that its password shows nowhere.
  */
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StoreUnavailableError } from '../src/store/durable-file.js';
 import { openTeamStore, poolConfig, redactDatabaseUrl, type TeamStore } from '../src/store/postgres/connect.js';
 import { appliedVersions, migrate, MIGRATIONS, SCHEMA_VERSION, SchemaTooNewError } from '../src/store/postgres/migrations.js';
@@ -12,7 +12,7 @@ import { postgresRepositories } from '../src/store/postgres/repositories.js';
 import type { AliasRecord } from '../src/store/records.js';
 import type { AccessRequestRecord, UserRecord } from '../src/store/schema.js';
 import { eventually } from './helpers/wait.js';
-import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
+import { postgresBinDir, usePostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
 import { accessRequestRecord, userRecord } from './helpers/records.js';
 
@@ -26,38 +26,29 @@ const user = (id: string, username = id): UserRecord => userRecord(id, NOW, { us
 
 
 describe.skipIf(!available)('the team store on PostgreSQL', () => {
-  let server: TestPostgres;
-  const toClose: (() => Promise<unknown>)[] = [];
-
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 40_000);
-  afterAll(async () => {
-    for (const fn of toClose.reverse()) await fn().catch(() => undefined);
-    await server?.close();
-  }, 40_000);
+  const { server, closeLater } = usePostgres();
 
   const client = async (url: string) => {
     const c = new pg.Client(url);
     c.on('error', () => undefined);
     await c.connect();
-    toClose.push(() => c.end());
+    closeLater(() => c.end());
     return c;
   };
   const open = async (url: string, opts: Parameters<typeof openTeamStore>[1] = {}): Promise<TeamStore> => {
     const store = await openTeamStore(url, opts);
-    toClose.push(() => store.close());
+    closeLater(() => store.close());
     return store;
   };
 
   describe('schema steps', () => {
     it('each step runs from the one before it and is recorded; running again changes nothing', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const c = await client(url);
       expect(await appliedVersions(c)).toEqual([]);
       const pool = new pg.Pool(poolConfig(url));
       pool.on('error', () => undefined);
-      toClose.push(() => pool.end());
+      closeLater(() => pool.end());
       const repos = postgresRepositories(pool);
       for (const step of MIGRATIONS) {
         expect(await migrate(c, { target: step.version - 1 })).toEqual([]);
@@ -74,7 +65,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
     });
 
     it('replicas starting together on an empty database: exactly one runs the steps', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const clients = await Promise.all([1, 2, 3, 4].map(() => client(url)));
       const ran = await Promise.all(clients.map((c) => migrate(c)));
       expect(ran.filter((r) => r.length > 0)).toEqual([MIGRATIONS.map((m) => m.version)]);
@@ -82,7 +73,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
     });
 
     it('refuses a database whose schema is newer than this svc, touching nothing', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const c = await client(url);
       await migrate(c);
       await c.query("INSERT INTO schema_migrations (version, name) VALUES ($1, 'from the future')", [SCHEMA_VERSION + 1]);
@@ -93,7 +84,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
 
   describe('several replicas on one database', () => {
     it('the draft caps hold across replicas racing for the last places', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const [a, b] = [await open(url), await open(url)];
       const caps = { perClient: 5, total: 7 };
       const tries = Array.from({ length: 24 }, (_, i) => (i % 2 ? a : b).repos.accessRequests.insertDraft(draft(i % 3 ? 'x' : 'y'), caps, NOW));
@@ -106,7 +97,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
     });
 
     it('of two replicas deciding one draft at once, exactly one wins', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const [a, b] = [await open(url), await open(url)];
       for (let round = 0; round < 10; round++) {
         const r = draft('app');
@@ -122,7 +113,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
     });
 
     it('login failures counted on two replicas at once add up, and old ones are forgotten', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const [a, b] = [await open(url), await open(url)];
       const count = (store: TeamStore) =>
         store.repos.loginFailures!.modify('alice\u0000127.0.0.1', 0, (e) => ({ next: { count: (e?.count ?? 0) + 1, blockedUntil: 0, last: NOW }, result: undefined }));
@@ -137,7 +128,7 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
     });
 
     it("a replica's listeners hear the changes another replica commits, and not those rolled back", async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const [a, b] = [await open(url), await open(url)];
       const heard: [string, string | undefined][] = [];
       b.repos.providers.onChange((key, p) => heard.push([key, p?.base_url]));
@@ -168,11 +159,11 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
   // last in the file's order is not guaranteed (shuffle): it stops and starts the server itself
   describe('while the database is down', () => {
     it('calls fail with store_unavailable within 5 s, and work again once it is back, by themselves', async () => {
-      const url = await server.createDatabase();
+      const url = await server().createDatabase();
       const errors: string[] = [];
       const store = await open(url, { onError: (m) => errors.push(m) });
       await store.repos.users.put(user('u1'));
-      await server.stopServer();
+      await server().stopServer();
       try {
         for (const call of [() => store.repos.users.get('u1'), () => store.repos.users.put(user('u2')), () => store.repos.transaction((t) => t.users.list())]) {
           const started = Date.now();
@@ -180,12 +171,12 @@ describe.skipIf(!available)('the team store on PostgreSQL', () => {
           expect(Date.now() - started).toBeLessThan(5_000);
         }
       } finally {
-        await server.startServer();
+        await server().startServer();
       }
       await eventually(() => store.repos.users.get('u1').then((u) => u !== undefined, () => false), 'a read to succeed again', 10_000);
       await store.repos.users.put(user('u2'));
       expect(await store.repos.users.count()).toBe(2);
-      expect(errors.join('\n')).not.toContain(server.password);
+      expect(errors.join('\n')).not.toContain(server().password);
     }, 30_000);
   });
 });

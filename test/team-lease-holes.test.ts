@@ -5,10 +5,10 @@
  * a change when the person is answered, and a change to more records than one notice names.
  */
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openTeamStore, type TeamStore } from '../src/store/postgres/connect.js';
 import type { AccessRequestRecord } from '../src/store/schema.js';
-import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
+import { postgresBinDir, usePostgres } from './helpers/postgres.js';
 import { accessRequestRecord, userRecord } from './helpers/records.js';
 import { needs } from './helpers/requirements.js';
 import { eventually } from './helpers/wait.js';
@@ -20,20 +20,11 @@ const approved = (id: string, userId: string): AccessRequestRecord =>
   accessRequestRecord({ id, status: 'approved', approved_role: 'scope_user_user', user_id: userId, expires_at: new Date(NOW + 86_400_000).toISOString() }, NOW);
 
 describe.skipIf(!available)('a changed Bearer record is never answered from memory after its change', () => {
-  let server: TestPostgres;
-  const toClose: (() => Promise<unknown>)[] = [];
-
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 40_000);
-  afterAll(async () => {
-    for (const fn of toClose.reverse()) await fn().catch(() => undefined);
-    await server?.close();
-  }, 40_000);
+  const { server, closeLater } = usePostgres();
 
   const open = async (url: string): Promise<TeamStore> => {
     const store = await openTeamStore(url);
-    toClose.push(() => store.close());
+    closeLater(() => store.close());
     return store;
   };
   const sql = async (url: string, text: string, params: unknown[] = []) => {
@@ -81,7 +72,7 @@ describe.skipIf(!available)('a changed Bearer record is never answered from memo
   }
 
   it("the writer's own replica drops a change whose COMMIT answer was lost, once its notice comes", async () => {
-    const url = await server.createDatabase();
+    const url = await server().createDatabase();
     const b = await open(url);
     await b.repos.users.put(userRecord('u1', NOW));
     await b.repos.accessRequests.put(approved('g1', 'u1'));
@@ -105,7 +96,7 @@ describe.skipIf(!available)('a changed Bearer record is never answered from memo
   });
 
   it("a revoke whose COMMIT answer was lost is answered, when tried again, only once no other replica can answer it from memory", async () => {
-    const url = await server.createDatabase();
+    const url = await server().createDatabase();
     // the replica that keeps the grant, and the server process of its listening connection
     const c = await open(url);
     const pids = (await sql(url, "SELECT pid FROM pg_stat_activity WHERE application_name = 'svc changes' AND datname = current_database()")).map((r) => r.pid as number);
@@ -131,7 +122,7 @@ describe.skipIf(!available)('a changed Bearer record is never answered from memo
   });
 
   it('a change to more records than a notice can name drops everything on the other replicas', async () => {
-    const url = await server.createDatabase();
+    const url = await server().createDatabase();
     const c = await open(url);
     const b = await open(url);
     await b.repos.users.put(userRecord('u1', NOW));

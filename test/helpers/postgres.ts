@@ -14,6 +14,7 @@ import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 
 const START_DEADLINE_MS = 30_000;
 const STOP_DEADLINE_MS = 15_000;
@@ -162,4 +163,27 @@ function startWatchdog(pid: number, pgCtl: string, data: string, dir: string) {
 
 async function serverPid(data: string): Promise<number> {
   return Number((await readFile(path.join(data, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+}
+
+/**
+ * A server for the tests of one describe block: started before them, and after them everything
+ * handed to `closeLater` is closed (last first) and the server removed, failed or not.
+ */
+export function usePostgres(): { server: () => TestPostgres; closeLater: (close: () => Promise<unknown>) => void } {
+  let server: TestPostgres | undefined;
+  const toClose: (() => Promise<unknown>)[] = [];
+  beforeAll(async () => {
+    server = await startPostgres();
+  }, 40_000);
+  afterAll(async () => {
+    for (const close of toClose.reverse()) await close().catch(() => undefined);
+    await server?.close();
+  }, 40_000);
+  return {
+    server: () => {
+      if (!server) throw new Error('the PostgreSQL server is not started (usePostgres runs its start in beforeAll)');
+      return server;
+    },
+    closeLater: (close) => void toClose.push(close),
+  };
 }
