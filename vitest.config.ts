@@ -22,7 +22,7 @@ export default defineConfig({
         // 0.5 s of imports a file saved): each file starts and stops what it runs, and puts back
         // what it changes of the process (held-calls-lifecycle's PATH).
         extends: true,
-        test: { name: 'system', include: ['test/**/*.test.ts', 'test/**/*.test.tsx'], isolate: false },
+        test: { name: 'system', include: ['test/**/*.test.ts', 'test/**/*.test.tsx'], isolate: false, setupFiles: ['test/setup-system.ts'] },
       },
       {
         // The unit tests keep a process each: the TUI's force colour support before chalk loads.

@@ -127,11 +127,14 @@ function derive(password: string, salt: Buffer, n: number, rr: number, pp: numbe
   });
 }
 
+/** The cost of new hashes: N, unless a test of something else lowered it (setScryptCost). */
+let cost = N;
+
 /** `scrypt$N$r$p$salt$hash`, so the cost can be raised later without breaking old hashes. */
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
-  const key = await derive(password, salt, N, r, p);
-  return `scrypt$${N}$${r}$${p}$${salt.toString('base64url')}$${key.toString('base64url')}`;
+  const key = await derive(password, salt, cost, r, p);
+  return `scrypt$${cost}$${r}$${p}$${salt.toString('base64url')}$${key.toString('base64url')}`;
 }
 
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
@@ -154,6 +157,17 @@ export function decoyHash(): Promise<string> {
     decoy = null;
     throw err;
   }));
+}
+
+/**
+ * The scrypt cost (N) of new hashes in this process. Only the system tests lower it, for the
+ * daemons they run in their own process: they hash a few hundred passwords a run, each at the
+ * real cost a twentieth of a second of CPU, to test what is around the hash. Nothing a user can
+ * reach (no option, no variable) sets it; password.test.ts holds the real cost.
+ */
+export function setScryptCost(n: number): void {
+  if (!Number.isInteger(Math.log2(n)) || n < 1024 || n > N) throw new RangeError('the scrypt cost is a power of 2 from 1024 to the default');
+  cost = n;
 }
 
 /** How long the helper may sit idle (tests shorten it). */
