@@ -50,6 +50,12 @@ describe('login links under attack', () => {
       expect((await own.get(pathOf(link), { 'Sec-Fetch-Site': 'none' })).status).toBe(303);
       expect((await own.get('/svc/v1/auth/me')).body.user.username).toBe(mallory.name);
     }
+    // a browser that sends no Sec-Fetch-Site: a Referer of another origin says the same
+    const victim = await new Api(d.url).login('admin', d.adminPassword);
+    const link = await linkOf(mallory.api);
+    expect((await victim.get(pathOf(link), { Referer: 'http://evil.example/cats' })).status).toBe(403);
+    expect((await victim.get('/svc/v1/auth/me')).body.user.username).toBe('admin');
+    expect((await victim.get(pathOf(link), { Referer: `${d.baseUrl}/ui` })).status).toBe(303);
   });
 
   it('a link made by a session that then logged out signs nobody in', async () => {
