@@ -157,6 +157,15 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
   });
 
   router.get('/ui/logout', async function logoutUi(ctx) {
+    if (sentByAnotherSite(ctx, deps.baseUrl())) {
+      // a page of another site cannot end the person's session (svc's own link is same-origin)
+      sendPage(ctx, 403, 'Log out?', () => html`<div class="card">
+<h1>Another site sent you here to log out</h1>
+<p class="error" id="state">You are still signed in.</p>
+<p><a href="/ui/logout" id="logout">Log out of svc</a> · <a href="/ui">Back to svc</a></p>
+</div>`);
+      return;
+    }
     endSession(ctx);
     ctx.status = 303;
     ctx.redirect('/ui/login');
