@@ -19,6 +19,8 @@ interface LinkClaims {
   e: number;
   /** what makes it one of a kind, and marks it used */
   n: string;
+  /** the session that made it (the hash its record is stored under): the link lives no longer than it */
+  s: string;
 }
 
 const hash = (value: string) => createHash('sha256').update(value).digest('base64url');
@@ -33,6 +35,10 @@ const hash = (value: string) => createHash('sha256').update(value).digest('base6
  * reach another through the balancer). Its first use is stored (under a hash of its nonce, in one
  * transaction that finds none before it), so of two uses on any replicas exactly one signs in; that
  * mark expires with the link and the OAuth sweep removes it.
+ *
+ * A link is good only while the session that made it is: a logout, a password change or the
+ * removal of the user (each ends that session) ends its links too, so whoever held the session
+ * cannot keep a way back in by minting links before it ends.
  */
 export class LoginLinks {
   constructor(
@@ -41,19 +47,21 @@ export class LoginLinks {
     private readonly clock: Clock,
   ) {}
 
-  /** A new token for `userId`, and when it stops working. */
-  mint(userId: string): { token: string; expiresAt: number } {
+  /** A new token for `userId`, made by the session stored under `sessionIdHash`, and when it stops working. */
+  mint(userId: string, sessionIdHash: string): { token: string; expiresAt: number } {
     const expiresAt = this.clock() + LOGIN_LINK_TTL_MS;
-    const claims: LinkClaims = { u: userId, e: expiresAt, n: randomBytes(16).toString('base64url') };
+    const claims: LinkClaims = { u: userId, e: expiresAt, n: randomBytes(16).toString('base64url'), s: sessionIdHash };
     // the sealed value without its fixed prefix: a token of base64url and dots, whole in a URL
     return { token: this.box.seal(SEAL_KINDS.loginLink, SEAL_ID, JSON.stringify(claims)).slice(SEALED_PREFIX.length), expiresAt };
   }
 
-  /** The user a token signs in, once: null for a token that is not one, expired, or used already. */
+  /** The user a token signs in, once: null for a token that is not one, expired, used already, or whose session ended. */
   async redeem(token: string): Promise<string | null> {
     const claims = token.length > 0 && token.length <= MAX_TOKEN_LENGTH ? this.opened(token) : null;
     const now = this.clock();
     if (!claims || claims.e <= now) return null;
+    const maker = await this.repos.sessions.get(claims.s);
+    if (!maker || maker.user_id !== claims.u || maker.expires_at <= now) return null;
     const mark = { model: SPENT_MODEL, id: hash(claims.n), payload: '', grant_id: null, expires_at: claims.e, created_at: now };
     const key = `${mark.model}:${mark.id}`;
     const first = await this.repos.transaction(async (r) => {
@@ -67,7 +75,7 @@ export class LoginLinks {
   private opened(token: string): LinkClaims | null {
     try {
       const claims = JSON.parse(this.box.open(SEAL_KINDS.loginLink, SEAL_ID, SEALED_PREFIX + token)) as Partial<LinkClaims>;
-      return typeof claims.u === 'string' && typeof claims.e === 'number' && typeof claims.n === 'string' ? (claims as LinkClaims) : null;
+      return typeof claims.u === 'string' && typeof claims.e === 'number' && typeof claims.n === 'string' && typeof claims.s === 'string' ? (claims as LinkClaims) : null;
     } catch {
       return null;
     }

@@ -1,4 +1,4 @@
-import { forbidden } from '../errors.js';
+import { forbidden, loginRequired } from '../errors.js';
 import type { Middleware } from 'koa';
 import type { AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
@@ -6,7 +6,7 @@ import { LOCAL_LOGIN_HEADER, type LoginService } from './login.js';
 import { atLeast } from './roles.js';
 import type { LoginLinks } from './login-links.js';
 import { createUserBody, loginBody, loginLink, setPasswordBody, setRoleBody, userList, usernameParams, userResponse } from './schemas.js';
-import { endSession, startSession } from './sessions.js';
+import { endSession, sessionIdHash, startSession } from './sessions.js';
 import { toPublicUser, type UsersService } from './users.js';
 
 export function authRoutes(deps: AppDeps, users: UsersService, login: LoginService, sameOrigin: Middleware<AppState>, links: LoginLinks): AnyRouteDef[] {
@@ -62,13 +62,16 @@ export function authRoutes(deps: AppDeps, users: UsersService, login: LoginServi
       path: '/svc/v1/auth/login-links',
       operationId: 'createLoginLink',
       summary: 'A one-time link that signs a browser in as you and opens the home page (svc open)',
-      description: 'The link works once, within 60 seconds, on any replica of a team server; a used or expired one signs nobody in. It is sealed with the master key, not stored; its use is stored until it expires.',
+      description: 'The link works once, within 60 seconds, on any replica of a team server, and only while the session that made it lasts (a logout or password change ends it); a used or expired one signs nobody in. It works when the person opens it, not when another site sends the browser to it. It is sealed with the master key, not stored; its use is stored until it expires.',
       tags: ['auth'],
       auth: 'session',
       responses: { 201: { description: 'The link', schema: loginLink } },
       errors: [401, 403],
       handler(ctx) {
-        const { token, expiresAt } = links.mint(ctx.state.user!.id);
+        // a session call always comes with its cookie; the link is tied to that session
+        const session = sessionIdHash(ctx);
+        if (!session) throw loginRequired();
+        const { token, expiresAt } = links.mint(ctx.state.user!.id, session);
         const url = new URL('/ui/login-link', deps.baseUrl());
         url.searchParams.set('token', token);
         deps.logger.info({ user: ctx.state.user!.id }, 'login link made');

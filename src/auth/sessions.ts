@@ -100,6 +100,12 @@ export function endSession(ctx: Koa.ParameterizedContext<AppState>): void {
   ctx.session = null;
 }
 
+/** The hash this request's session is stored under (see the store above), if it came with one. */
+export function sessionIdHash(ctx: Koa.ParameterizedContext<AppState>): string | undefined {
+  const id = ctx.cookies.get(SESSION_COOKIE, { signed: true });
+  return id ? hashId(id) : undefined;
+}
+
 export function csrfToken(ctx: Koa.ParameterizedContext<AppState>): string | undefined {
   return (ctx.session as SessionData | null)?.csrf;
 }

@@ -56,6 +56,28 @@ function loginCsrf(ctx: AppContext, secure: boolean): string {
   return token;
 }
 
+/**
+ * Whether a page of another site sent the browser here: Sec-Fetch-Site says so on current
+ * browsers (`none` when the person opened the URL, `same-origin` from svc's own pages); for one
+ * that does not send it, a Referer from another origin says so.
+ */
+function sentByAnotherSite(ctx: AppContext, baseUrl: string): boolean {
+  const site = ctx.get('Sec-Fetch-Site');
+  if (site) return site !== 'none' && site !== 'same-origin';
+  const referer = ctx.get('Referer');
+  if (!referer) return false;
+  try {
+    const from = new URL(referer);
+    const base = new URL(baseUrl);
+    // svc's own pages, under the base URL or a loopback name of its port
+    return !(from.origin === base.origin || (LOOPBACK.has(from.hostname) && from.port === base.port && from.protocol === base.protocol));
+  } catch {
+    return true;
+  }
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
 const sameToken = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
 /** The browser login form (decisions: Users and sessions); it signs in with the same LoginService as the API. */
@@ -106,6 +128,17 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
 
   // `svc open`: a link the CLI made signs this browser in once, then the home page
   router.get('/ui/login-link', async function redeemLoginLink(ctx) {
+    if (sentByAnotherSite(ctx, deps.baseUrl())) {
+      // Someone else's link pushed into this browser by a page would sign the person in as that
+      // account (login CSRF); the link is left unspent and the session as it was.
+      sendPage(ctx, 403, 'Open the link yourself', () => html`<div class="card">
+<h1>This sign-in link was opened by another site</h1>
+<p class="error" id="state">Nothing changed: you are signed in as before, or not at all.</p>
+<p>A link from <code>svc open</code> signs in only when you open it yourself: paste it into the address bar, or run <code>svc open</code> again.</p>
+<p><a href="/ui">Go to svc</a></p>
+</div>`);
+      return;
+    }
     const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
     const userId = await links.redeem(token);
     const user = userId ? await deps.repos.users.get(userId) : undefined;
@@ -124,6 +157,15 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
   });
 
   router.get('/ui/logout', async function logoutUi(ctx) {
+    if (sentByAnotherSite(ctx, deps.baseUrl())) {
+      // a page of another site cannot end the person's session (svc's own link is same-origin)
+      sendPage(ctx, 403, 'Log out?', () => html`<div class="card">
+<h1>Another site sent you here to log out</h1>
+<p class="error" id="state">You are still signed in.</p>
+<p><a href="/ui/logout" id="logout">Log out of svc</a> · <a href="/ui">Back to svc</a></p>
+</div>`);
+      return;
+    }
     endSession(ctx);
     ctx.status = 303;
     ctx.redirect('/ui/login');

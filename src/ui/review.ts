@@ -470,7 +470,8 @@ async function reviewOf({ deps, requests, ownedInstances, tools }: ReviewPages, 
 async function load(pages: ReviewPages, ctx: AppContext, id: string, user: UserRecord): Promise<{ record: AccessRequestRecord; view: ReviewData } | undefined> {
   const { requests } = pages;
   const record = await requests.get(id);
-  if (!record) {
+  // decided by another account: unknown here, as the API answers it
+  if (!record || !requests.visibleTo(record, user)) {
     renderGone(ctx, 'unknown');
     return undefined;
   }
