@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import type { ProcessRunner } from '../src/cli/output.js';
@@ -101,6 +102,25 @@ describe('svc open', () => {
     expect(none.exitCode).toBe(1);
     expect(none.stdout).toMatch(/\/ui\/login-link\?token=/);
     expect(none.stderr).toContain('open the link above in a browser within 60 s');
+  });
+
+  // The link goes to the browser on its command line, which every user of the machine can read in
+  // /proc. Another user's process that takes it from there is played by a child run as `nobody`.
+  it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('another local user’s process that uses the link first signs nobody in, and leaves it to the person', async () => {
+    const url = await link();
+    const script = `fetch(process.argv[1], { redirect: 'manual', headers: { 'Sec-Fetch-Site': 'none' } }).then(async (r) => console.log(JSON.stringify({ status: r.status, cookie: r.headers.get('set-cookie'), text: await r.text() })))`;
+    const child = spawn(process.execPath, ['-e', script, url], { uid: 65534, gid: 65534, cwd: '/', env: {}, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk) => (out += chunk));
+    expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(0);
+    const stolen = JSON.parse(out) as { status: number; cookie: string | null; text: string };
+    expect(stolen.status).toBe(403);
+    expect(stolen.cookie).toBeNull();
+    expect(stolen.text).toContain('opened by another user of this computer');
+    // the person's own browser (this process's user) still signs in with the same link
+    const mine = await browse(url);
+    expect(mine.res.status).toBe(303);
+    expect(mine.me.body.user.username).toBe('admin');
   });
 
   it('not logged in: exit 4 and no link', async () => {

@@ -6,6 +6,7 @@ import type { LoginLinks } from '../auth/login-links.js';
 import { endSession, sessionUser, startSession } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
+import { loopbackPeerUid } from '../http/peer-uid.js';
 import { contentSecurityPolicy, html, newNonce, page } from './html.js';
 
 const LOGIN_CSRF_COOKIE = 'svc_login_csrf';
@@ -78,6 +79,30 @@ function sentByAnotherSite(ctx: AppContext, baseUrl: string): boolean {
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
+/**
+ * Why a `svc open` link may not sign this browser in, whatever its token:
+ * - another site sent the browser here: someone else's link pushed into the person's browser
+ *   would sign them in as that account (login CSRF);
+ * - the connection comes from another local user's process: the link was handed to the person's
+ *   browser on its command line, which every user of the machine can read (/proc/PID/cmdline),
+ *   and a process of theirs could use it first. Told where the kernel tells it (Linux, a direct
+ *   loopback connection); behind a proxy (--trust-proxy) the connection is the proxy's, and this
+ *   check is left out. The daemon's own user and root pass.
+ */
+async function linkRefusal(ctx: AppContext, deps: AppDeps): Promise<{ title: string; why: string } | null> {
+  if (sentByAnotherSite(ctx, deps.baseUrl())) {
+    return { title: 'This sign-in link was opened by another site', why: 'A link from svc open signs in only when you open it, not when a page sends you to it.' };
+  }
+  if (!deps.config.trustProxy && process.getuid) {
+    const uid = await loopbackPeerUid(ctx.req.socket);
+    if (uid !== null && uid !== process.getuid() && uid !== 0) {
+      deps.logger.warn({ uid }, 'a login link was refused: it came from another local user');
+      return { title: 'This sign-in link was opened by another user of this computer', why: 'A link from svc open signs in only a browser of the user who runs svc.' };
+    }
+  }
+  return null;
+}
+
 const sameToken = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
 /** The browser login form (decisions: Users and sessions); it signs in with the same LoginService as the API. */
@@ -128,13 +153,13 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
 
   // `svc open`: a link the CLI made signs this browser in once, then the home page
   router.get('/ui/login-link', async function redeemLoginLink(ctx) {
-    if (sentByAnotherSite(ctx, deps.baseUrl())) {
-      // Someone else's link pushed into this browser by a page would sign the person in as that
-      // account (login CSRF); the link is left unspent and the session as it was.
-      sendPage(ctx, 403, 'Open the link yourself', () => html`<div class="card">
-<h1>This sign-in link was opened by another site</h1>
+    // Refused before the link is looked at: it is left unspent, and the session as it was.
+    const refusal = await linkRefusal(ctx, deps);
+    if (refusal) {
+      sendPage(ctx, 403, refusal.title, () => html`<div class="card">
+<h1>${refusal.title}</h1>
 <p class="error" id="state">Nothing changed: you are signed in as before, or not at all.</p>
-<p>A link from <code>svc open</code> signs in only when you open it yourself: paste it into the address bar, or run <code>svc open</code> again.</p>
+<p>${refusal.why} Open the link yourself, in your own browser, or run <code>svc open</code> again.</p>
 <p><a href="/ui">Go to svc</a></p>
 </div>`);
       return;
