@@ -147,6 +147,10 @@ describe('grants of one app and person', () => {
     const first = (await authorize(config, alice, g.scope)).tokens!;
     const exchanged = await exchange(first.access_token);
     const chained = await exchange(exchanged.access_token);
+    // and no exchange lives longer than the token it was given
+    const expOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString()).exp as number;
+    expect(expOf(exchanged.access_token)).toBeLessThanOrEqual(expOf(first.access_token));
+    expect(expOf(chained.access_token)).toBeLessThanOrEqual(expOf(first.access_token));
     expect(await mcps(exchanged.access_token)).toEqual([]);
     await oidc.refreshTokenGrant(config, first.refresh_token!);
     await expect(oidc.refreshTokenGrant(config, first.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
