@@ -136,6 +136,25 @@ describe('grants of one app and person', () => {
     expect(await mcps(fresh.access_token)).toEqual([]);
   });
 
+  it('a refresh token used several times at once is a replay too: no two live sign-ins come of it', async () => {
+    const { clientId } = await registerClient(admin, { public: true });
+    const config = await oidcConfig(d, clientId);
+    const g = await narrow(clientId);
+    const first = (await authorize(config, alice, g.scope)).tokens!;
+    const results = await Promise.allSettled([1, 2, 3, 4].map(() => oidc.refreshTokenGrant(config, first.refresh_token!)));
+    const won = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    expect(won.length).toBeLessThanOrEqual(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ error: 'invalid_grant' });
+    // as with a replay one after the other, the whole sign-in has ended
+    expect(await mcps(first.access_token)).toBe(401);
+    for (const t of won) {
+      expect(await mcps(t.access_token)).toBe(401);
+      await expect(oidc.refreshTokenGrant(config, t.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    }
+    // the grant itself stands
+    expect(await mcps((await authorize(config, alice, g.scope)).tokens!.access_token)).toEqual([]);
+  });
+
   it('a token got by exchange ends with the sign-in of the token given: a replayed refresh token or a revoked one stops it, and it cannot be exchanged on', async () => {
     const { clientId } = await registerClient(admin, { public: true });
     const config = await oidcConfig(d, clientId);
