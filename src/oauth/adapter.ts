@@ -11,6 +11,9 @@ type DurableRecord = OAuthStateRecord;
 
 const SEAL_KIND = SEAL_KINDS.oauthState;
 
+/** What tokens are redeemed for a grant's tokens, once: a second use of one is a replay. */
+const GRANT_SOURCES = new Set(['AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
+
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
 
@@ -154,7 +157,7 @@ export function createAdapterClass(
           if (!earlier) row.payload = box.seal(SEAL_KIND, key, JSON.stringify({ ...payload, consumed }));
         });
       }
-      if (earlier && opts.replayed) await opts.replayed(earlier.grantId);
+      if (earlier && opts.replayed && GRANT_SOURCES.has(this.model)) await opts.replayed(earlier.grantId);
     }
 
     async destroy(id: string): Promise<void> {
