@@ -136,6 +136,60 @@ describe('grants of one app and person', () => {
     expect(await mcps(fresh.access_token)).toEqual([]);
   });
 
+  it('a refresh token used several times at once is a replay too: no two live sign-ins come of it', async () => {
+    const { clientId } = await registerClient(admin, { public: true });
+    const config = await oidcConfig(d, clientId);
+    const g = await narrow(clientId);
+    const first = (await authorize(config, alice, g.scope)).tokens!;
+    const results = await Promise.allSettled([1, 2, 3, 4].map(() => oidc.refreshTokenGrant(config, first.refresh_token!)));
+    const won = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    expect(won.length).toBeLessThanOrEqual(1);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ error: 'invalid_grant' });
+    // as with a replay one after the other, the whole sign-in has ended
+    expect(await mcps(first.access_token)).toBe(401);
+    for (const t of won) {
+      expect(await mcps(t.access_token)).toBe(401);
+      await expect(oidc.refreshTokenGrant(config, t.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    }
+    // the grant itself stands
+    expect(await mcps((await authorize(config, alice, g.scope)).tokens!.access_token)).toEqual([]);
+  });
+
+  it('a token got by exchange ends with the sign-in of the token given: a replayed refresh token or a revoked one stops it, and it cannot be exchanged on', async () => {
+    const { clientId } = await registerClient(admin, { public: true });
+    const config = await oidcConfig(d, clientId);
+    const g = await narrow(clientId);
+    const exchange = (subject: string) =>
+      oidc.genericGrantRequest(config, TOKEN_EXCHANGE, { subject_token: subject, subject_token_type: ACCESS_TOKEN_TYPE, scope: g.scope });
+
+    // a replayed refresh token ends the sign-in: what was exchanged from it ends too
+    const first = (await authorize(config, alice, g.scope)).tokens!;
+    const exchanged = await exchange(first.access_token);
+    const chained = await exchange(exchanged.access_token);
+    // and no exchange lives longer than the token it was given
+    const expOf = (jwt: string) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString()).exp as number;
+    expect(expOf(exchanged.access_token)).toBeLessThanOrEqual(expOf(first.access_token));
+    expect(expOf(chained.access_token)).toBeLessThanOrEqual(expOf(first.access_token));
+    expect(await mcps(exchanged.access_token)).toEqual([]);
+    await oidc.refreshTokenGrant(config, first.refresh_token!);
+    await expect(oidc.refreshTokenGrant(config, first.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    expect(await mcps(first.access_token)).toBe(401);
+    expect(await mcps(exchanged.access_token)).toBe(401);
+    expect(await mcps(chained.access_token)).toBe(401);
+    await expect(exchange(exchanged.access_token)).rejects.toMatchObject({ error: 'invalid_grant' });
+
+    // the app signs out (RFC 7009 revocation of its refresh token): the same
+    const second = (await authorize(config, alice, g.scope)).tokens!;
+    const kept = await exchange(second.access_token);
+    await oidc.tokenRevocation(config, second.refresh_token!);
+    expect(await mcps(second.access_token)).toBe(401);
+    expect(await mcps(kept.access_token)).toBe(401);
+
+    // the grant itself stands: a new sign-in works, and so does an exchange of its token
+    const third = (await authorize(config, alice, g.scope)).tokens!;
+    expect(await mcps((await exchange(third.access_token)).access_token)).toEqual([]);
+  });
+
   it('a token exchange keeps the audience of the token given', async () => {
     const { clientId } = await registerClient(admin, { public: true });
     const config = await oidcConfig(d, clientId);

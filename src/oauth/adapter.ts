@@ -11,6 +11,9 @@ type DurableRecord = OAuthStateRecord;
 
 const SEAL_KIND = SEAL_KINDS.oauthState;
 
+/** What tokens are redeemed for a grant's tokens, once: a second use of one is a replay. */
+const GRANT_SOURCES = new Set(['AuthorizationCode', 'RefreshToken', 'DeviceCode', 'BackchannelAuthenticationRequest']);
+
 /** Models that must survive a restart (a refresh token and its grant); the rest are short-lived. */
 const DURABLE_MODELS = new Set(['RefreshToken', 'Grant']);
 
@@ -55,7 +58,15 @@ export function createAdapterClass(
   clients: OAuthClientsService,
   clock: () => number,
   requestAddress: () => string | undefined = () => undefined,
-  opts: { shared?: boolean } = {},
+  opts: {
+    shared?: boolean;
+    /**
+     * A code or refresh token of grant `grantId` consumed a second time (or gone, its grant
+     * already ended): two requests used it at once, each having found it unused. Ends that grant's
+     * token family and throws, as oidc-provider does when the second use comes after the first.
+     */
+    replayed?: (grantId: string | undefined) => Promise<never>;
+  } = {},
 ) {
   const open = (row: DurableRecord): Payload => JSON.parse(box.open(SEAL_KIND, row.id, row.payload)) as Payload;
   const memory = new Map<string, { payload: Payload; expiresAt: number | null }>();
@@ -126,18 +137,27 @@ export function createAdapterClass(
 
     async consume(id: string): Promise<void> {
       const consumed = Math.floor(clock() / 1000);
+      // oidc-provider checks that a code or refresh token is unused some reads before it marks it
+      // used: two requests at once may both pass the check. The mark is therefore set only where
+      // none is yet, in one step; the request that finds one set is the second use, a replay. One
+      // that finds the token gone (`{}`) came later still: that replay has ended the grant already.
+      let earlier: Payload | undefined = {};
       if (!this.durable) {
         const hit = memory.get(this.key(id));
-        if (hit) hit.payload = { ...hit.payload, consumed };
-        return;
+        earlier = hit?.payload.consumed ? hit.payload : hit ? undefined : {};
+        if (hit && !earlier) hit.payload = { ...hit.payload, consumed };
+      } else {
+        // A used refresh token (it was rotated) stays, marked consumed, until it would have expired:
+        // a replay of it is then known for what it is, and its whole grant ends, the live
+        // successor included (a stolen token used by two parties: one of them is an attacker).
+        const key = hashId(this.model, id);
+        await repos.oauthState.update(rowKey({ model: this.model, id: key }), (row) => {
+          const payload = open(row);
+          earlier = payload.consumed ? payload : undefined;
+          if (!earlier) row.payload = box.seal(SEAL_KIND, key, JSON.stringify({ ...payload, consumed }));
+        });
       }
-      // A used refresh token (it was rotated) stays, marked consumed, until it would have expired:
-      // a replay of it is then known for what it is, and oidc-provider ends its whole grant, the
-      // live successor included (a stolen token used by two parties: one of them is an attacker).
-      const key = hashId(this.model, id);
-      const row = await repos.oauthState.get(rowKey({ model: this.model, id: key }));
-      if (!row) return;
-      await repos.oauthState.put({ ...row, payload: box.seal(SEAL_KIND, key, JSON.stringify({ ...open(row), consumed })) });
+      if (earlier && opts.replayed && GRANT_SOURCES.has(this.model)) await opts.replayed(earlier.grantId);
     }
 
     async destroy(id: string): Promise<void> {

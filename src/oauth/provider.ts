@@ -96,7 +96,11 @@ export async function createAuthorizationServer(
 
   const requestAddress = () => (providerStorage.getStore() as { ip?: string } | undefined)?.ip;
   // On a team server the next step of an authorization may reach another replica: all of it is stored.
-  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock, requestAddress, { shared: config.database !== null });
+  const replayed = async (grantId: string | undefined): Promise<never> => {
+    if (grantId) await endTokenFamily(grantId);
+    throw new errors.InvalidGrant('this code or refresh token was already used');
+  };
+  const Adapter = createAdapterClass(deps.repos, deps.box, clients, deps.clock, requestAddress, { shared: config.database !== null, replayed });
   const registrations = new RateLimiter(config.rateLimitRegistration, 60_000, deps.clock);
   const keys = await withIdTokenKey(deps.repos, deps.box);
   const configuration = { deps, adapter: Adapter, keys, cookieKeys: opts.cookieKeys, base, audience, requests, pages, errors, policy, targetOf, endTokenFamily };

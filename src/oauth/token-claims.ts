@@ -7,6 +7,18 @@ import { GRANT_CLAIM, grantClaim } from './token-family.js';
 export const isAccessRequestScope = (s: string) => s.startsWith(ACCESS_REQUEST_SCOPE_PREFIX);
 
 /**
+ * Tokens made by token exchange, and the sign-in (GRANT_CLAIM) of the token each was exchanged
+ * from: such a token belongs to that sign-in, so whatever ends it (a replayed or revoked refresh
+ * token) ends the exchanged token too, and an exchange of it stays in the same sign-in.
+ */
+const exchangedFrom = new WeakMap<object, string>();
+
+/** Marks `token` (an AccessToken not yet saved) as belonging to the sign-in `claim` names. */
+export function inheritSignIn(token: object, claim: string): void {
+  exchangedFrom.set(token, claim);
+}
+
+/**
  * The one access-request scope a grant holds for a resource. Every authorization makes a grant of
  * its own (see loadExistingGrant), so a grant names exactly one; one that names two is refused
  * rather than guessed at.
@@ -26,7 +38,9 @@ export function grantedRequestScope(grant: OidcModel, resource: string): string 
  * stands on (decisions: Tokens): that scope is in the grant, set when the person approved.
  */
 export async function customizeJwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }): Promise<void> {
-  if (token.grantId) jwt.payload[GRANT_CLAIM] = grantClaim(token.grantId);
+  const inherited = exchangedFrom.get(token);
+  if (inherited) jwt.payload[GRANT_CLAIM] = inherited;
+  else if (token.grantId) jwt.payload[GRANT_CLAIM] = grantClaim(token.grantId);
   const scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);
   if (scopes.some(isAccessRequestScope) || !token.grantId || !token.resourceServer) return;
   const grant = ctx?.oidc?.entities?.Grant ?? (await ctx.oidc.provider.Grant.find(token.grantId));
