@@ -134,6 +134,25 @@ describe('standard clients at the authorization endpoint', () => {
     expect(poll.body).toMatchObject({ status: 'approved', approved_role: 'scope_user_power_user' });
   });
 
+  it('power user asked, only User approved: the token names User, not the role the app asked for, and a refresh keeps it so', async () => {
+    const clientId = await publicClient();
+    const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_power_user offline_access', { resource: `${d.baseUrl}/` }, undefined, async (id) => {
+      await approve('scope_user_user', [])(id);
+    });
+    expect(result.error, result.description ?? '').toBeUndefined();
+    const scopesOf = (token: string) => String(JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).scope).split(' ');
+    const token = result.tokens!.access_token;
+    expect(scopesOf(token)).not.toContain('scope_user_power_user');
+    expect(scopesOf(token)).toContain('scope_user_user');
+    // what the grant allows: User's calls, not a power user's
+    expect((await new Api(d.url).get('/v1/models', { Authorization: `Bearer ${token}` })).status).toBe(200);
+    expect((await new Api(d.url).get('/svc/v1/models', { Authorization: `Bearer ${token}` })).status).toBe(403);
+    expect(result.tokens!.refresh_token).toBeTruthy();
+    const refreshed = await oidc.refreshTokenGrant(await oidcConfig(d, clientId), result.tokens!.refresh_token!, { resource: `${d.baseUrl}/` });
+    expect(scopesOf(refreshed.access_token)).not.toContain('scope_user_power_user');
+    expect(scopesOf(refreshed.access_token)).toContain('scope_user_user');
+  });
+
   it('deny gives the client access_denied', async () => {
     const clientId = await publicClient();
     const result = await authorize(await oidcConfig(d, clientId), alice, 'scope_user_user', { resource: proxyUrl() }, undefined, async (id) => {

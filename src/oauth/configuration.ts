@@ -68,7 +68,10 @@ export function providerConfiguration(c: ProviderConfigurationDeps) {
       properties: ['svc_policy'],
       validator: registrationPolicy(c.errors),
     },
-    formats: tokenFormats(),
+    formats: tokenFormats(async (id) => {
+      const record = await c.requests.get(id);
+      return record?.status === 'approved' ? (record.approved_role ?? undefined) : undefined;
+    }),
     async fetch(url: URL | string, options: RequestInit & { dispatcher?: unknown }) {
       if (deps.config.clientMetadataAllowLoopback) delete options.dispatcher;
       return fetch(url, options);

@@ -1,4 +1,5 @@
 import { ACCESS_REQUEST_SCOPE_PREFIX } from '../auth/bearer.js';
+import { type AppRole, appRoles } from '../store/vocabulary.js';
 import type { OidcCtx, OidcModel } from './load.js';
 import { GRANT_CLAIM, grantClaim } from './token-family.js';
 
@@ -32,21 +33,38 @@ export function grantedRequestScope(grant: OidcModel, resource: string): string 
   return named.size === 1 ? [...named][0] : undefined;
 }
 
+/** The role the person approved for access request `id` (undefined: none, or not approved). */
+export type ApprovedRoleOf = (id: string) => Promise<AppRole | undefined>;
+
+const isRoleScope = (s: string) => (appRoles as readonly string[]).includes(s);
+
 /**
  * Adds svc's claims to a JWT access token: the grant it belongs to (hashed), and the access request
  * it stands on. A standard client asks for a role, but the token must name the access request it
- * stands on (decisions: Tokens): that scope is in the grant, set when the person approved.
+ * stands on (decisions: Tokens): that scope is in the grant, set when the person approved. The role
+ * it names is the one the person approved, not the one asked for: a person who narrows Power user
+ * to User gets a token that says User (svc reads the role from the grant itself either way, but a
+ * token is read by others too, and must not claim more than was approved).
  */
-export async function customizeJwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }): Promise<void> {
+export async function customizeJwt(ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }, approvedRoleOf: ApprovedRoleOf): Promise<void> {
   const inherited = exchangedFrom.get(token);
   if (inherited) jwt.payload[GRANT_CLAIM] = inherited;
   else if (token.grantId) jwt.payload[GRANT_CLAIM] = grantClaim(token.grantId);
-  const scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);
-  if (scopes.some(isAccessRequestScope) || !token.grantId || !token.resourceServer) return;
-  const grant = ctx?.oidc?.entities?.Grant ?? (await ctx.oidc.provider.Grant.find(token.grantId));
-  const scope = grantedRequestScope(grant, token.resourceServer.identifier());
-  if (scope) jwt.payload.scope = [...scopes, scope].join(' ');
+  let scopes = String(jwt.payload.scope ?? '').split(' ').filter(Boolean);
+  if (!scopes.some(isAccessRequestScope) && token.grantId && token.resourceServer) {
+    const grant = ctx?.oidc?.entities?.Grant ?? (await ctx.oidc.provider.Grant.find(token.grantId));
+    const scope = grantedRequestScope(grant, token.resourceServer.identifier());
+    if (scope) scopes = [...scopes, scope];
+  }
+  const request = scopes.find(isAccessRequestScope);
+  if (request && scopes.some(isRoleScope)) {
+    const role = await approvedRoleOf(request.slice(ACCESS_REQUEST_SCOPE_PREFIX.length));
+    scopes = [...scopes.filter((s) => !isRoleScope(s)), ...(role ? [role] : [])];
+  }
+  jwt.payload.scope = scopes.join(' ');
 }
 
 /** oidc-provider's `formats` configuration: JWT access tokens with svc's claims. */
-export const tokenFormats = () => ({ customizers: { jwt: customizeJwt } });
+export const tokenFormats = (approvedRoleOf: ApprovedRoleOf) => ({
+  customizers: { jwt: (ctx: OidcCtx, token: OidcModel, jwt: { payload: Record<string, unknown> }) => customizeJwt(ctx, token, jwt, approvedRoleOf) },
+});
