@@ -123,4 +123,21 @@ describe('MCP 2026-07-28 (stateless, Mcp-Method / Mcp-Name) through the proxy', 
     expect(listing.status).toBe(400);
     expect(upstream.ran.slice(before)).toEqual([]);
   });
+
+  it('an Mcp-Name in base64 is decoded strictly, and goes upstream as the name svc checked', async () => {
+    const before = upstream.ran.length;
+    const call = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' }, _meta: meta } });
+    // bytes that are not UTF-8, and base64 without its padding (a lenient decoder reads "echo")
+    for (const name of ['=?base64?/w==?=', '=?base64?ZWNobw?=', '=?base64?ZW=Nobw==?=']) {
+      const res = await post(limited, call(3), { 'Mcp-Method': 'tools/call', 'Mcp-Name': name });
+      expect(res.status, name).toBe(400);
+      expect((await res.json()).error.code).toBe('header_mismatch');
+    }
+    expect(upstream.ran.slice(before)).toEqual([]);
+    // the canonical base64 of "echo" is the same tool: it runs, and the server is told "echo"
+    const seenBefore = upstream.seen.length;
+    const ok = await post(limited, call(4), { 'Mcp-Method': 'tools/call', 'Mcp-Name': '=?base64?ZWNobw==?=' });
+    expect(ok.status).toBe(200);
+    expect(upstream.seen.slice(seenBefore)).toContainEqual(expect.objectContaining({ method: 'tools/call', name: 'echo' }));
+  });
 });

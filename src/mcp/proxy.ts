@@ -42,10 +42,29 @@ function decodeUtf8(body: Buffer): string {
 /** Request headers an MCP client sends that the server must see; nothing else of the app's goes up. */
 const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'mcp-method', 'mcp-name'];
 
-/** An `Mcp-Name` header value as sent: plain, or RFC 2047-style `=?base64?...?=` for what HTTP cannot carry. */
-function decodeMcpName(value: string): string {
-  const m = /^=\?base64\?([A-Za-z0-9+/=]*)\?=$/i.exec(value);
-  return m ? Buffer.from(m[1], 'base64').toString('utf8') : value;
+const BASE64_NAME = /^=\?base64\?([A-Za-z0-9+/=]*)\?=$/i;
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * An `Mcp-Name` header value as sent: plain, or RFC 2047-style `=?base64?...?=` for what HTTP
+ * cannot carry; null when the base64 is not canonical or its bytes are not UTF-8 (a lenient
+ * decoder turns those into some name, and a server or gateway decoding it its own way another).
+ */
+function decodeMcpName(value: string): string | null {
+  const m = BASE64_NAME.exec(value);
+  if (!m) return value;
+  const bytes = Buffer.from(m[1], 'base64');
+  if (bytes.toString('base64') !== m[1]) return null;
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+/** The `Mcp-Name` svc sends upstream for the tool it checked: plain where a header carries it as it is. */
+function encodeMcpName(name: string): string {
+  return /^[\x21-\x7e]+$/.test(name) && !BASE64_NAME.test(name) ? name : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`;
 }
 
 /**
@@ -61,6 +80,7 @@ function headersDisagree(ctx: AppContext, messages: JsonRpc[]): string | null {
   const [m] = messages;
   if (method && method !== m?.method) return 'The Mcp-Method header does not match the method of the body.';
   // svc's allow-list is about tools, so the tool name is what must agree
+  if (name && decodeMcpName(name) === null) return 'The Mcp-Name header is not plain text or valid base64 of UTF-8.';
   if (name && m?.method === 'tools/call' && decodeMcpName(name) !== m.params?.name) return 'The Mcp-Name header does not match the tool named in the body.';
   return null;
 }
@@ -76,7 +96,7 @@ function noteMcpCall(note: ActivityNote, ctx: AppContext, text: string | undefin
   if (method) {
     note.mcp_method = method;
     const name = ctx.get('mcp-name');
-    if (name && method === 'tools/call') note.tool = decodeMcpName(name);
+    if (name && method === 'tools/call') note.tool = decodeMcpName(name) ?? undefined;
     return;
   }
   if (text === undefined || text.length > 1024 * 1024) return;
@@ -259,6 +279,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   const note = ctx.state.activity;
   if (note) noteMcpCall(note, ctx, text);
   let held: JsonRpc | undefined;
+  /** the tool of a single tools/call, as svc checked it: what its Mcp-Name header says upstream */
+  let checkedName: string | undefined;
 
   // Every body is read: any tool may be one the person chose to deny, or to be asked about.
   if (text !== undefined) {
@@ -273,6 +295,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     if (lookalike) throw new AppError('invalid_body', lookalike);
     const disagreement = headersDisagree(ctx, messages);
     if (disagreement) throw new AppError('header_mismatch', disagreement);
+    const only = messages.length === 1 ? messages[0] : undefined;
+    if (only?.method === 'tools/call' && typeof only.params?.name === 'string') checkedName = only.params.name;
     const refused: { m: JsonRpc; why: string }[] = [];
     for (const m of messages) {
       if (m?.method !== 'tools/call') continue;
@@ -304,6 +328,9 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     const value = ctx.get(name);
     if (value) headers[name] = value;
   }
+  // The name as svc checked it, in one encoding, rather than the app's spelling of it (a server or
+  // gateway that routes on the header then reads the tool svc allowed).
+  if (headers['mcp-name'] && checkedName !== undefined) headers['mcp-name'] = encodeMcpName(checkedName);
   // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
