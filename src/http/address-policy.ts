@@ -35,8 +35,8 @@ for (const [net, prefix] of [
   nonPublic.addSubnet(net, prefix, 'ipv6');
 }
 
-/** The 16 bytes of an IPv6 address. */
-function ipv6Bytes(address: string): number[] | null {
+/** The 16 bytes of an IPv6 address (a dotted IPv4 tail, as in ::ffff:127.0.0.1, included). */
+export function ipv6Bytes(address: string): number[] | null {
   let text = address.toLowerCase();
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
   if (dotted) {

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import net from 'node:net';
+import { isIPv4, isIPv6, type Socket } from 'node:net';
+import { ipv6Bytes } from './address-policy.js';
 
 /**
  * Which local user holds the other end of a TCP connection over loopback, read from the kernel's
@@ -8,7 +9,7 @@ import net from 'node:net';
  * told: another system, a connection that does not come from this machine's loopback, or a row
  * that is gone (the peer closed meanwhile).
  */
-export async function loopbackPeerUid(socket: Pick<net.Socket, 'remoteAddress' | 'remotePort' | 'localAddress' | 'localPort'>): Promise<number | null> {
+export async function loopbackPeerUid(socket: Pick<Socket, 'remoteAddress' | 'remotePort' | 'localAddress' | 'localPort'>): Promise<number | null> {
   if (process.platform !== 'linux') return null;
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (!remoteAddress || !remotePort || !localAddress || !localPort || !isLoopback(remoteAddress)) return null;
@@ -36,18 +37,9 @@ function endpoint(address: string, port: number): string | null {
 }
 
 function ipBytes(address: string): Buffer | null {
-  const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.(\d+)\.(\d+)$/i.exec(address);
-  if (v4) return Buffer.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...v4.slice(1).map(Number)]);
-  if (!net.isIPv6(address)) return null;
-  const [head, tail] = address.includes('::') ? address.split('::') : [address, null];
-  const groups = (part: string | null) => (part ? part.split(':').filter(Boolean) : []);
-  const left = groups(head);
-  const right = groups(tail);
-  const all = tail === null ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
-  if (all.length !== 8) return null;
-  const out = Buffer.alloc(16);
-  all.forEach((g, i) => out.writeUInt16BE(Number.parseInt(g, 16), i * 2));
-  return out;
+  if (isIPv4(address)) return Buffer.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...address.split('.').map(Number)]);
+  const bytes = isIPv6(address) ? ipv6Bytes(address) : null;
+  return bytes ? Buffer.from(bytes) : null;
 }
 
 /**
