@@ -46,20 +46,29 @@ export function humanLines(out: NodeJS.WritableStream): NodeJS.WritableStream {
         const time = new Date(Number(entry.time)).toTimeString().slice(0, 8);
         if (entry.msg === 'request') {
           // an app's call says whose it is: the app, its grant, and the model or tool (never content)
-          const who = entry.app ? ` ${inert(String(entry.app), 60)} grant ${inert(String(entry.grant ?? ''), 8)}` : '';
-          const what = entry.model ? ` model ${inert(String(entry.model), 80)}` : entry.tool ? ` tool ${inert(String(entry.tool), 80)}` : '';
+          const who = entry.app ? ` ${word(entry.app, 60)} grant ${word(entry.grant ?? '', 8)}` : '';
+          const what = entry.model ? ` model ${word(entry.model, 80)}` : entry.tool ? ` tool ${word(entry.tool, 80)}` : '';
           out.write(`${time} ${entry.method} ${inert(String(entry.path ?? ''), 120)} ${entry.status} ${entry.ms} ms${who}${what}\n`);
           continue;
         }
         const level = LEVELS[Number(entry.level)] ?? '';
         const fields = Object.entries(entry)
           .filter(([k]) => !SKIPPED.has(k))
-          .map(([k, v]) => `${k}=${inert(typeof v === 'string' ? v : JSON.stringify(v), 120)}`);
+          .map(([k, v]) => `${k}=${word(typeof v === 'string' ? v : JSON.stringify(v), 120)}`);
         out.write(`${time} ${level === 'info' ? '' : `${level} `}${inert(String(entry.msg ?? ''), 300)}${fields.length ? ` ${fields.join(' ')}` : ''}\n`);
       }
       done();
     },
   });
+}
+
+/**
+ * A value in a human log line, made inert and kept one word: quoted when it holds a space, `=` or a
+ * quote, so an app's name or a tool's cannot pass for more fields of the line ("x grant 1234").
+ */
+function word(value: unknown, max: number): string {
+  const text = inert(String(value), max);
+  return /[\s="]/.test(text) ? JSON.stringify(text) : text;
 }
 
 export { inert } from './text.js';
