@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { resolveMasterKey } from '../src/store/master-key.js';
-import { noKeychain, tempDir } from './helpers/daemon.js';
+import { noKeychain, startTestDaemon, tempDir } from './helpers/daemon.js';
 
 it('reuses a master.key left by a first start that died before the store recorded it', async () => {
   const dataDir = await tempDir();
@@ -48,4 +48,26 @@ it('never replaces the master.key of a store that uses it, even a broken one', a
   await writeFile(file, '', { mode: 0o600 });
   await expect(resolveMasterKey({ dataDir, existingBackend: 'file', preference: 'auto', keychain: noKeychain })).rejects.toThrow(/not a 256-bit key/);
   expect(await readFile(file, 'utf8')).toBe('');
+});
+
+it('a new store where an older one was moved aside never replaces the keychain entry that older store needs', async () => {
+  // a keychain that keeps what it is given, like the Secret Service
+  const entries = new Map<string, string>();
+  const keychain = { get: async (account: string) => entries.get(account) ?? null, set: async (account: string, secret: string) => void entries.set(account, secret) };
+  const parent = await tempDir();
+  const dataDir = path.join(parent, 'svc');
+  const config = { keychain: 'auto' as const };
+  const first = await startTestDaemon({ dataDir, keychain, config });
+  expect(first.keyBackend).toBe('keychain');
+  await first.close();
+  // the data dir moved aside (a backup), and a new store started where it was
+  await rename(dataDir, `${dataDir}.kept`);
+  const second = await startTestDaemon({ dataDir, keychain, config });
+  await second.close();
+  // the kept store put back: its key must still be there
+  await rm(dataDir, { recursive: true });
+  await rename(`${dataDir}.kept`, dataDir);
+  const again = await startTestDaemon({ dataDir, keychain, config });
+  expect(again.keyBackend).toBe('keychain');
+  await again.close();
 });

@@ -265,6 +265,43 @@ describe('a journal that lost its end is noticed (db.seq)', () => {
   });
 });
 
+describe('db.json replaced by an older copy of itself (the store goes back in time)', () => {
+  it('is refused once the journal no longer holds what came after it; putting the newer one back loses nothing', async () => {
+    const dir = await tempDir();
+    // a snapshot after every change, so journal files are dropped as db.json.bak moves on
+    const store = await open(dir, 1);
+    for (let i = 1; i <= 2; i++) await store.update((tx) => tx.put('users', user(`u${i}`)));
+    await store.settled();
+    const old = await readFile(path.join(dir, 'db.json'));
+    for (let i = 3; i <= 8; i++) await store.update((tx) => tx.put('users', user(`u${i}`)));
+    await store.close();
+    const current = await readFile(path.join(dir, 'db.json'));
+    await writeFile(path.join(dir, 'db.json'), old);
+    const err = await refusal(dir);
+    expect(err.message).toContain('if db.json was replaced by an older copy, put the newer one back');
+    await writeFile(path.join(dir, 'db.json'), current);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 8));
+  });
+});
+
+describe("a journal file from another data dir", () => {
+  // Known hole: journal lines carry no mark of the store they belong to, so another store's file
+  // whose changes are numbered alike is loaded as this store's. `it.fails` keeps it in view; it
+  // turns into a failing test (to be made a plain `it`) once lines are bound to their store.
+  it.fails("copied in over this store's own file of the same name (same changes numbered alike): refused, never loaded as this store's changes", async () => {
+    const dir = await threeJournalFiles();
+    // another store, its changes numbered as this one's
+    const other = await tempDir();
+    const o = await open(other);
+    for (let i = 1; i <= 5; i++) await o.update((tx) => tx.put('users', user(`u${i}`)));
+    const o2 = await open(other);
+    for (let i = 6; i <= 8; i++) await o2.update((tx) => tx.put('users', user(`intruder${i}`)));
+    expect(await journals(other)).toEqual(['db.journal.1', 'db.journal.6']);
+    await writeFile(path.join(dir, 'db.journal.6'), await readFile(path.join(other, 'db.journal.6')));
+    await refusal(dir);
+  });
+});
+
 describe('db.json and db.json.bak both missing beside journal files: never an empty store', () => {
   it('a journal that starts at the first change: the way out rebuilds the whole store from it', async () => {
     const dir = await tempDir();

@@ -175,6 +175,29 @@ describe('a failed append', () => {
     expect(ids(again)).toEqual(['u1', 'u2']);
     await again.close();
   });
+
+  it.each([
+    ['a clean stop', true],
+    ['a kill', false],
+  ])('that cannot be cut off, with no write after it before %s, never comes back at the next start', async (_name, clean) => {
+    const dir = await tempDir();
+    let failNext = false;
+    const fs = faultyFs((call) => (failNext && (call === 'handle.datasync' || call === 'handle.truncate') ? errno('EIO') : undefined));
+    const store = await openWith(dir, fs, {}, 1e12);
+    await store.update((tx) => tx.put('users', user('u1')));
+    failNext = true;
+    await expect(store.update((tx) => tx.put('users', user('refused')))).rejects.toMatchObject({ code: 'store_unavailable' });
+    failNext = false;
+    // the disk answers again, but nothing more is written before the process ends
+    if (clean) await store.close();
+    const again = await Store.open(dir);
+    expect(ids(again)).toEqual(['u1']);
+    await again.update((tx) => tx.put('users', user('u2')));
+    await again.close();
+    const third = await Store.open(dir);
+    expect(ids(third)).toEqual(['u1', 'u2']);
+    await third.close();
+  });
 });
 
 describe('a change that reached the disk but could not be applied', () => {

@@ -12,6 +12,7 @@ import { createLogger } from '../src/log.js';
 import { CorruptStoreError } from '../src/store/durable-file.js';
 import { JournalFiles, readStoreFiles } from '../src/store/journal.js';
 import type { AccessRequestRecord, UserRecord } from '../src/store/schema.js';
+import { seqLine } from '../src/store/seq-file.js';
 import { Store } from '../src/store/store.js';
 import { storeRepositories } from '../src/store/store-repositories.js';
 import { tempDir } from './helpers/daemon.js';
@@ -68,6 +69,22 @@ describe('crash and restart', () => {
     const third = await open(dir);
     opened.push(third);
     expect(third.all('users').map((u) => u.id)).toEqual(['a', 'b']);
+  });
+
+  it('a last line torn in the middle of a multi-byte character is a torn append too: dropped, the rest loads', async () => {
+    const dir = await tempDir();
+    const store = await open(dir);
+    await store.update((tx) => tx.put('users', user('a')));
+    await store.update((tx) => tx.put('users', { ...user('b'), username: '日本語のユーザー' }));
+    const file = path.join(dir, (await journals(dir))[0]);
+    const bytes = await readFile(file);
+    const cut = bytes.indexOf(Buffer.from('本')) + 1; // inside the character's three bytes
+    await writeFile(file, bytes.subarray(0, cut));
+    // db.seq as the append left it before its fdatasync returned: the torn change never acknowledged
+    await writeFile(path.join(dir, 'db.seq'), seqLine(1));
+    const again = await open(dir);
+    opened.push(again);
+    expect(again.all('users').map((u) => u.id)).toEqual(['a']);
   });
 
   it('refuses a journal line that does not check out before later lines, naming the file and touching nothing', async () => {

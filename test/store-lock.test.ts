@@ -3,12 +3,12 @@
  * same instant over a lock a crashed daemon left, and no lock that a dead process holds.
  * The contenders are separate processes running the build (dist/): `npm run build` first.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { lockDataDir, lockSocketName } from '../src/store/lock.js';
+import { DataDirLockedError, lockDataDir, lockSocketName } from '../src/store/lock.js';
 import { BIN, cleanEnv, REPO, requireFreshDist } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
 
@@ -60,6 +60,29 @@ async function deadPid(): Promise<number> {
 }
 
 describe('the data dir lock', () => {
+  it('is one lock for one directory, however it is named: a symlink, a relative path, a bind mount', async () => {
+    const parent = await tempDir();
+    const dataDir = path.join(parent, 'data');
+    await mkdir(dataDir);
+    const lock = await lockDataDir(dataDir);
+    try {
+      await symlink(dataDir, path.join(parent, 'link'));
+      const names = [path.join(parent, 'link'), path.relative(process.cwd(), dataDir), `${parent}/./link/../data`];
+      // a bind mount where this process may make one (root, or a mount namespace)
+      const mounted = path.join(parent, 'mounted');
+      await mkdir(mounted);
+      const bound = spawnSync('mount', ['--bind', dataDir, mounted]).status === 0;
+      if (bound) names.push(mounted);
+      try {
+        for (const name of names) await expect(lockDataDir(name, { recordPid: false }), name).rejects.toBeInstanceOf(DataDirLockedError);
+      } finally {
+        if (bound) spawnSync('umount', [mounted]);
+      }
+    } finally {
+      await lock.release();
+    }
+  });
+
   it('two processes that reach a stale lock at the same instant: exactly one takes it, in every one of 40 rounds', { timeout: 180_000 }, async () => {
     requireFreshDist();
     const dataDir = await tempDir();

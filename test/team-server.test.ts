@@ -437,6 +437,31 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
     expect((await team.api().post('/svc/v1/auth/login', { username: 'admin', password: team.password })).status).toBe(200);
   });
 
+  it('two teams (two master keys) starting together on one empty database: one team takes it, the other is refused naming its key', async () => {
+    for (let round = 0; round < 3; round++) {
+      const database = await pg.createDatabase();
+      const keys = [teamKey, randomBytes(32).toString('base64url')];
+      const started = await Promise.allSettled(keys.map((key) => replica(database, 'http://127.0.0.1:1', key)));
+      const up = started.filter((r) => r.status === 'fulfilled');
+      const refused = started.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      expect(up).toHaveLength(1);
+      expect(refused).toHaveLength(1);
+      expect(refused[0].reason).toBeInstanceOf(MasterKeyError);
+      for (const r of running.splice(0).reverse()) await r.stop();
+    }
+  });
+
+  it('a file-store daemon and a replica given the same data dir at once: only one of them runs', async () => {
+    const database = await pg.createDatabase();
+    const dataDir = await tempDir();
+    const started = await Promise.allSettled([
+      startTestDaemon({ dataDir }).then((d) => (running.push(d), d)),
+      startTestDaemon({ dataDir, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) } } }).then((d) => (running.push(d), d)),
+    ]);
+    expect(started.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(String((started.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason)).toMatch(/already using the data dir/);
+  });
+
   it('`svc serve --database --master-key-file` runs a replica whose CLI works over its socket; an unreachable database is named without its password', async () => {
     const database = await pg.createDatabase();
     const dir = await tempDir();

@@ -80,6 +80,8 @@ export class JournalFiles implements StoreBackend {
   private snapshotBytes = 0;
   private snapshotExists = false;
   private refused = false;
+  /** a refused change whose line could not be cut off, until a file named for it is started */
+  private uncut: number | null = null;
   /** whether this process appended anything: only then does close() write a snapshot */
   private wrote = false;
   private compaction: Promise<void> | null = null;
@@ -215,7 +217,7 @@ export class JournalFiles implements StoreBackend {
       await writeAll(handle, line, this.length);
       await handle.datasync();
     } catch (err) {
-      if (handle) await this.cutFailedAppend(handle);
+      if (handle) await this.cutFailedAppend(handle, seq);
       throw new FileWriteError(file, err);
     } finally {
       await handle?.close().catch(() => undefined);
@@ -227,15 +229,26 @@ export class JournalFiles implements StoreBackend {
 
   /**
    * Nothing after the last good line may stay, or a failed (refused) write could come back at the
-   * next start. Where it cannot be cut off (a read-only file system), the next append goes to a
-   * new file named for the same change, which tells a later start that this line was never made.
+   * next start. Where it cannot be cut off (a read-only file system), a new file named for the
+   * same change is started, which tells a later start that this line was never made: at once,
+   * not at the next append, since the process may end before it appends again. Should that fail
+   * too, the next append, or the stop, tries again.
    */
-  private async cutFailedAppend(handle: FileHandle): Promise<void> {
+  private async cutFailedAppend(handle: FileHandle, seq: number): Promise<void> {
     const cut = await handle.truncate(this.length).then(
       () => true,
       () => false,
     );
-    if (!cut) this.handleFile = '';
+    if (cut) return;
+    this.handleFile = '';
+    this.uncut = seq;
+    await this.supersedeUncut().catch(() => undefined);
+  }
+
+  /** Starts the file that supersedes a refused line left in the journal, if one is still needed. */
+  private async supersedeUncut(): Promise<void> {
+    if (this.uncut === null) return;
+    await this.openJournal(this.uncut);
   }
 
   private async openJournal(first: number): Promise<void> {
@@ -253,6 +266,7 @@ export class JournalFiles implements StoreBackend {
     await writeSeqFileDurably(this.dataDir, first - 1, this.fs);
     this.handleFile = file;
     this.length = 0;
+    if (first === this.uncut) this.uncut = null;
     this.journals = [...this.journals.filter((j) => j.first !== first), { first, file }].sort((a, b) => a.first - b.first);
   }
 
@@ -290,6 +304,7 @@ export class JournalFiles implements StoreBackend {
     await this.snapshotsDone();
     // A process that wrote nothing (a refused start, a read-only tool) leaves every file as it was.
     if (!this.wrote || this.refused || !current) return;
+    await this.supersedeUncut().catch((err) => this.noteCompactionError(err));
     const contents = current();
     if (this.journalBytes > 0) {
       this.journalBytes = 0;

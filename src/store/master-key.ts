@@ -177,6 +177,14 @@ export async function resolveMasterKey(opts: {
     if (leftover instanceof Buffer) return { key: leftover, backend: 'file' };
     replaced = leftover === 'invalid';
   }
+  // A key the keychain already holds for this path is an earlier store's (one moved aside, or
+  // being restored): replacing it would leave that store's secrets sealed with a key nobody has.
+  // The new store uses it too.
+  if (preference !== 'file') {
+    const earlier = await keychain.get(account).catch(() => null);
+    const key = earlier ? Buffer.from(earlier.trim(), 'base64') : null;
+    if (key?.length === 32) return { key, backend: 'keychain' };
+  }
   const key = randomBytes(32);
   if (preference !== 'file' && (await keychainRoundTrip(keychain, account, key.toString('base64')))) {
     return { key, backend: 'keychain' };
