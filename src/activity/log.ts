@@ -355,11 +355,23 @@ export class ActivityLog implements ActivityStore {
     await this.handle.close();
     this.handle = await open(this.file, 'r');
     const keptNext = this.nextId;
+    // Today's counts are what the tokens-a-day limit reads: an event dropped by the count bound was
+    // still spent today, so they are kept as they were, or an app could flood cheap calls to free
+    // its own budget.
+    const today = localDay(this.clock());
+    const spentToday = [...this.totals].filter(([, t]) => t.day === today).map(([id, t]) => [id, t.today_calls, t.today_tokens] as const);
     await this.index();
     // the buffered events keep their ids, and the counters the buffered events had added
     this.nextId = keptNext;
     if (this.offsets.length === 0) this.base = this.pending.length > 0 ? Number(this.pending[0].id) : keptNext;
     for (const e of this.pending) this.count(e, Date.parse(e.time));
+    for (const [id, calls, tokens] of spentToday) {
+      const t = this.totals.get(id) ?? emptyTotals(today);
+      if (t.day !== today) Object.assign(t, { day: today, today_calls: 0, today_tokens: 0 });
+      t.today_calls = Math.max(t.today_calls, calls);
+      t.today_tokens = Math.max(t.today_tokens, tokens);
+      this.totals.set(id, t);
+    }
     return cut;
   }
 
