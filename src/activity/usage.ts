@@ -25,7 +25,12 @@ function tokensOf(usage: unknown): Tokens | null {
  * answer parsed.
  */
 export function usageInAnswer(body: Buffer): Tokens | null {
-  const at = topLevelUsage(body);
+  let at = topLevelUsage(body);
+  if (at === FAR) {
+    // usage far from the end (an answer that puts it first): its last spelling, found natively
+    const key = body.lastIndexOf(USAGE_KEY);
+    at = key === -1 ? -1 : body.indexOf(0x7b, key);
+  }
   if (at === -1) return null;
   const tail = body.subarray(at, at + 4096).toString('utf8');
   let depth = 0;
@@ -112,12 +117,22 @@ export class UsageTap implements StreamTransform {
 }
 
 const QUOTE = 0x22;
+/**
+ * How far back from the end the top-level usage is looked for. Byte by byte, a walk costs about
+ * 2 ms a MiB; servers put usage at or near the end, so this is reached only by an answer that
+ * puts it first (topLevelUsage answers FAR), and then its last spelling is taken, as found.
+ */
+const WALK_LIMIT = 1024 * 1024;
+const FAR = -2;
+const USAGE_KEY = Buffer.from('"usage"');
 const BACKSLASH = 0x5c;
 
-/** Where the object under the top-level `"usage"` key of a JSON object starts, walking back from its end; -1 when it has none. */
+/** Where the object under the top-level `"usage"` key of a JSON object starts, walking back from its end; -1 when it has none, FAR past WALK_LIMIT. */
 function topLevelUsage(body: Buffer): number {
   let depth = 0;
+  const stop = body.length - WALK_LIMIT;
   for (let i = body.length - 1; i >= 0; i--) {
+    if (i < stop) return FAR;
     const c = body[i];
     if (c === 0x7d || c === 0x5d) depth++; // } ]
     else if (c === 0x7b || c === 0x5b) depth--; // { [
