@@ -48,6 +48,17 @@ async function appendDurably(file: string, buf: Buffer): Promise<void> {
   }
 }
 
+/** What reading the file gives: the index of its events and every grant's totals over them. */
+interface FileIndex {
+  base: number;
+  nextId: number;
+  offsets: number[];
+  times: number[];
+  byGrant: Map<string, number[]>;
+  totals: Map<string, GrantTotals>;
+  size: number;
+}
+
 export class ActivityLog implements ActivityStore {
   /** the id of the first event still indexed */
   private base = 1;
@@ -86,14 +97,18 @@ export class ActivityLog implements ActivityStore {
     return log;
   }
 
-  /** Reads the whole file once, building the index and every grant's totals. */
+  /** Reads the whole file once and installs the index and every grant's totals it gives. */
   private async index(): Promise<void> {
-    this.offsets = [];
-    this.times = [];
-    this.byGrant.clear();
-    this.totals.clear();
+    this.install(await this.readIndex());
+  }
+
+  /**
+   * The index of the file as it is, built aside: the one in use stays whole meanwhile (limits read
+   * its totals, and events recorded during the read count into it), and is replaced in one step.
+   */
+  private async readIndex(): Promise<FileIndex> {
+    const built: FileIndex = { base: this.nextId, nextId: this.nextId, offsets: [], times: [], byGrant: new Map(), totals: new Map(), size: 0 };
     let offset = 0;
-    let whole = 0;
     const lines = createInterface({ input: createReadStream(this.file, { encoding: 'utf8' }), crlfDelay: Infinity });
     let first = true;
     for await (const line of lines) {
@@ -106,43 +121,53 @@ export class ActivityLog implements ActivityStore {
       }
       if (event && typeof event.id === 'string') {
         const id = Number(event.id);
-        if (first) this.base = id;
+        if (first) built.base = id;
         first = false;
         // ids are consecutive; a hole (a skipped line) keeps its slot so the arithmetic holds
-        while (this.base + this.offsets.length < id) {
-          this.offsets.push(offset);
-          this.times.push(0);
+        while (built.base + built.offsets.length < id) {
+          built.offsets.push(offset);
+          built.times.push(0);
         }
-        this.addToIndex(event, offset);
-        this.nextId = id + 1;
-        whole = offset + length;
+        this.addToIndex(built, event, offset);
+        built.nextId = id + 1;
+        built.size = offset + length;
       }
       offset += length;
     }
     const { size } = await stat(this.file);
-    if (size > whole) {
+    if (size > built.size) {
       // the end of the file is not a whole event: a write a crash cut short
-      await truncate(this.file, whole);
-      this.logger.warn({ file: this.file, bytes: size - whole }, 'activity log: cut off a torn last line');
+      await truncate(this.file, built.size);
+      this.logger.warn({ file: this.file, bytes: size - built.size }, 'activity log: cut off a torn last line');
     }
-    this.size = whole;
-    if (first) this.base = this.nextId;
+    if (first) built.base = built.nextId;
+    return built;
   }
 
-  private addToIndex(event: ActivityEvent, offset: number): void {
+  private install(built: FileIndex): void {
+    this.base = built.base;
+    this.nextId = built.nextId;
+    this.offsets = built.offsets;
+    this.times = built.times;
+    this.byGrant = built.byGrant;
+    this.totals = built.totals;
+    this.size = built.size;
+  }
+
+  private addToIndex(built: FileIndex, event: ActivityEvent, offset: number): void {
     const id = Number(event.id);
-    this.offsets[id - this.base] = offset;
+    built.offsets[id - built.base] = offset;
     const time = Date.parse(event.time);
-    this.times[id - this.base] = time;
-    const ids = this.byGrant.get(event.access_request_id);
+    built.times[id - built.base] = time;
+    const ids = built.byGrant.get(event.access_request_id);
     if (ids) ids.push(id);
-    else this.byGrant.set(event.access_request_id, [id]);
-    this.count(event, time);
+    else built.byGrant.set(event.access_request_id, [id]);
+    this.count(event, time, built.totals);
   }
 
-  private count(event: ActivityEvent, time: number): void {
+  private count(event: ActivityEvent, time: number, totals = this.totals): void {
     const today = localDay(this.clock());
-    const t = this.totals.get(event.access_request_id) ?? emptyTotals(today);
+    const t = totals.get(event.access_request_id) ?? emptyTotals(today);
     t.calls++;
     if (event.outcome === 'refused') t.refused++;
     t.tokens_in += event.tokens_in ?? 0;
@@ -153,7 +178,7 @@ export class ActivityLog implements ActivityStore {
       t.today_calls++;
       t.today_tokens += (event.tokens_in ?? 0) + (event.tokens_out ?? 0);
     }
-    this.totals.set(event.access_request_id, t);
+    totals.set(event.access_request_id, t);
   }
 
   /** Records one event; it is written within a second. Answers its id. */
@@ -354,12 +379,26 @@ export class ActivityLog implements ActivityStore {
     await rename(tmp, this.file);
     await this.handle.close();
     this.handle = await open(this.file, 'r');
+    const built = await this.readIndex();
+    // Installed with what happened during the read in one step, so no call sees the counts part
+    // built. Today's counts are what the tokens-a-day limit reads: an event dropped by the count
+    // bound was still spent today, so they stay as they were (they hold every event recorded so
+    // far), or an app could flood cheap calls to free its own budget.
+    const today = localDay(this.clock());
+    const spentToday = [...this.totals].filter(([, t]) => t.day === today).map(([id, t]) => [id, t.today_calls, t.today_tokens] as const);
     const keptNext = this.nextId;
-    await this.index();
+    this.install(built);
     // the buffered events keep their ids, and the counters the buffered events had added
     this.nextId = keptNext;
     if (this.offsets.length === 0) this.base = this.pending.length > 0 ? Number(this.pending[0].id) : keptNext;
     for (const e of this.pending) this.count(e, Date.parse(e.time));
+    for (const [id, calls, tokens] of spentToday) {
+      const t = this.totals.get(id) ?? emptyTotals(today);
+      if (t.day !== today) Object.assign(t, { day: today, today_calls: 0, today_tokens: 0 });
+      t.today_calls = Math.max(t.today_calls, calls);
+      t.today_tokens = Math.max(t.today_tokens, tokens);
+      this.totals.set(id, t);
+    }
     return cut;
   }
 

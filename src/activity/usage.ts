@@ -17,25 +17,28 @@ function tokensOf(usage: unknown): Tokens | null {
 }
 
 /**
- * The usage of a whole (non-streamed) answer. It is the last `"usage"` key of the body (the
- * answer's own: any text that spells the key inside a string has its quotes escaped), so only the
- * bytes after it are looked at, never the whole answer parsed.
+ * The usage of a whole (non-streamed) answer: its top-level `"usage"` key. Answers put it at or
+ * near the end, but not always last: OpenAI's Responses API echoes the request's `user` and
+ * `metadata` after it, so the last `"usage"` in the bytes may be the app's own (`metadata:
+ * {"usage": "x"}`), which would leave the call uncounted. The key is found by walking back from
+ * the end, whole strings at a time, so only the bytes after it are looked at, never the whole
+ * answer parsed.
  */
-const USAGE_KEY = Buffer.from('"usage"');
-
 export function usageInAnswer(body: Buffer): Tokens | null {
-  // a Buffer needle: a string one would be encoded again on every call
-  const at = body.lastIndexOf(USAGE_KEY);
+  let at = topLevelUsage(body);
+  if (at === FAR) {
+    // usage far from the end (an answer that puts it first): its last spelling, found natively
+    const key = body.lastIndexOf(USAGE_KEY);
+    at = key === -1 ? -1 : body.indexOf(0x7b, key);
+  }
   if (at === -1) return null;
   const tail = body.subarray(at, at + 4096).toString('utf8');
-  const open = tail.indexOf('{');
-  if (open === -1) return null;
   let depth = 0;
-  for (let i = open; i < tail.length; i++) {
+  for (let i = 0; i < tail.length; i++) {
     if (tail[i] === '{') depth++;
     else if (tail[i] === '}' && --depth === 0) {
       try {
-        return tokensOf(JSON.parse(tail.slice(open, i + 1)));
+        return tokensOf(JSON.parse(tail.slice(0, i + 1)));
       } catch {
         return null;
       }
@@ -111,4 +114,57 @@ export class UsageTap implements StreamTransform {
     delete event.usage;
     return `data: ${JSON.stringify(event)}${line.endsWith('\r') ? '\r' : ''}`;
   }
+}
+
+const QUOTE = 0x22;
+/**
+ * How far back from the end the top-level usage is looked for. Byte by byte, a walk costs about
+ * 2 ms a MiB; servers put usage at or near the end, so this is reached only by an answer that
+ * puts it first (topLevelUsage answers FAR), and then its last spelling is taken, as found.
+ */
+const WALK_LIMIT = 1024 * 1024;
+const FAR = -2;
+const USAGE_KEY = Buffer.from('"usage"');
+const BACKSLASH = 0x5c;
+
+/** Where the object under the top-level `"usage"` key of a JSON object starts, walking back from its end; -1 when it has none, FAR past WALK_LIMIT. */
+function topLevelUsage(body: Buffer): number {
+  let depth = 0;
+  const stop = body.length - WALK_LIMIT;
+  for (let i = body.length - 1; i >= 0; i--) {
+    if (i < stop) return FAR;
+    const c = body[i];
+    if (c === 0x7d || c === 0x5d) depth++; // } ]
+    else if (c === 0x7b || c === 0x5b) depth--; // { [
+    else if (c === QUOTE) {
+      const start = openingQuote(body, i);
+      if (start === -1) return -1;
+      // at the top level, the key (a colon follows, not so a value "usage"), then its object
+      const colon = depth === 1 && i - start === 6 && body.toString('latin1', start + 1, i) === 'usage' ? skipSpace(body, i + 1) : -1;
+      if (colon !== -1 && body[colon] === 0x3a) {
+        const value = skipSpace(body, colon + 1);
+        return body[value] === 0x7b ? value : -1;
+      }
+      i = start;
+    }
+  }
+  return -1;
+}
+
+/** The quote that opens the JSON string closed at `end`: the nearest one before it not escaped. */
+function openingQuote(body: Buffer, end: number): number {
+  // (a negative offset would count from the end)
+  for (let at = end > 0 ? body.lastIndexOf(QUOTE, end - 1) : -1; at !== -1; at = at > 0 ? body.lastIndexOf(QUOTE, at - 1) : -1) {
+    let slashes = 0;
+    while (at - slashes - 1 >= 0 && body[at - slashes - 1] === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return at;
+  }
+  return -1;
+}
+
+/** The first byte from `at` that is not JSON whitespace. */
+function skipSpace(body: Buffer, at: number): number {
+  let i = at;
+  while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
+  return i;
 }

@@ -67,7 +67,7 @@ export function createForwarder(deps: ForwardDeps): Forward {
     });
     if (upstream.statusCode >= 300) return relayError(deps.providers, upstream, resolved, endpoint);
 
-    const contentType = String(upstream.headers['content-type'] ?? (stream ? 'text/event-stream' : 'application/json'));
+    const contentType = relayedContentType(upstream.headers['content-type'], stream ? 'text/event-stream' : 'application/json', scrubKey(deps.providers, resolved));
     const headers: Record<string, string> = {
       'Content-Type': contentType,
       'Cache-Control': 'no-store',
@@ -76,6 +76,18 @@ export function createForwarder(deps: ForwardDeps): Forward {
     if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(deps, ctx, upstream, headers, endpoint, resolved, askUsage);
     return relayAnswer(deps.providers, ctx, upstream, headers, { endpoint, body, resolved, name, abort, contentType });
   };
+}
+
+/**
+ * The upstream's Content-Type as the app gets it: the media type and its charset, nothing else
+ * (the one upstream header relayed, so it is no way round the key's scrubbing either).
+ */
+function relayedContentType(value: unknown, fallback: string, key: string | null): string {
+  const [type, ...params] = String(value ?? fallback).split(';');
+  if (!/^[\w.+-]{1,100}\/[\w.+-]{1,100}$/.test(type.trim())) return fallback;
+  const charset = params.map((p) => p.trim()).find((p) => /^charset="?[\w.:-]{1,40}"?$/i.test(p));
+  const relayed = charset ? `${type.trim()}; ${charset}` : type.trim();
+  return scrubText(relayed, key) === relayed ? relayed : fallback;
 }
 
 /** The body as the app sent it, unless the model id must change, an alias adds defaults or svc asks for a stream's usage. */
