@@ -108,19 +108,19 @@ ON CONFLICT (access_request_id) DO UPDATE SET
 
 /**
  * Deletes one batch of the events `victims` selects and takes them from their grants' totals in
- * the same statement; answers how many went and the grants left with none.
+ * the same statement; answers how many went and the grants left with none. Today's counts stay as
+ * they are: they are what the tokens-a-day limit reads, and an event dropped by the count bound
+ * was still spent today (or an app could flood cheap calls until its spending is dropped, and have
+ * its budget back). A new day starts them again.
  */
 const deleteBatch = (victims: string) => `WITH gone AS (
   DELETE FROM activity_events WHERE id IN (${victims}) RETURNING access_request_id, outcome, tokens_in, tokens_out, day
 ), sums AS (
   SELECT g.access_request_id, count(*) AS calls, count(*) FILTER (WHERE g.outcome = 'refused') AS refused,
-    coalesce(sum(g.tokens_in), 0) AS tin, coalesce(sum(g.tokens_out), 0) AS tout,
-    count(*) FILTER (WHERE g.day = t.day) AS today_calls,
-    coalesce(sum(coalesce(g.tokens_in, 0) + coalesce(g.tokens_out, 0)) FILTER (WHERE g.day = t.day), 0) AS today_tokens
-  FROM gone g JOIN activity_totals t USING (access_request_id) GROUP BY g.access_request_id
+    coalesce(sum(g.tokens_in), 0) AS tin, coalesce(sum(g.tokens_out), 0) AS tout
+  FROM gone g GROUP BY g.access_request_id
 ), changed AS (
-  UPDATE activity_totals t SET calls = t.calls - s.calls, refused = t.refused - s.refused, tokens_in = t.tokens_in - s.tin, tokens_out = t.tokens_out - s.tout,
-    today_calls = t.today_calls - s.today_calls, today_tokens = t.today_tokens - s.today_tokens
+  UPDATE activity_totals t SET calls = t.calls - s.calls, refused = t.refused - s.refused, tokens_in = t.tokens_in - s.tin, tokens_out = t.tokens_out - s.tout
   FROM sums s WHERE t.access_request_id = s.access_request_id
   RETURNING t.access_request_id, t.calls
 )
@@ -330,6 +330,8 @@ export class PostgresActivity implements ActivityStore {
     const past = await this.query<{ id: string }>('SELECT id::text AS id FROM activity_events ORDER BY id DESC OFFSET $1 LIMIT 1', [this.bounds.maxEvents]);
     if (past.rows.length) removed += await this.deleteWhile(`SELECT id FROM activity_events WHERE id <= $1 ORDER BY id LIMIT ${DELETE_BATCH}`, [past.rows[0].id]);
     await this.query(`DELETE FROM activity_batches WHERE written_at < now() - ${BATCH_IDS_KEPT}`, []);
+    // a grant left with no event that spent something on its last day: kept until that day was over
+    await this.query('DELETE FROM activity_totals WHERE calls <= 0 AND day < $1', [localDay(this.clock())]);
     return removed;
   }
 
@@ -340,7 +342,9 @@ export class PostgresActivity implements ActivityStore {
         const res = await client.query<{ removed: number; emptied: string[] }>(deleteBatch(victims), params);
         const { removed: gone, emptied } = res.rows[0];
         // a grant with no event left has no totals either (nothing grows with grants long gone)
-        if (emptied.length) await client.query('DELETE FROM activity_totals WHERE access_request_id = ANY($1::text[]) AND calls <= 0', [emptied]);
+        // (but for one that spent something today: that counts until the day is over, and goes
+        // at the first trim after it)
+        if (emptied.length) await client.query('DELETE FROM activity_totals WHERE access_request_id = ANY($1::text[]) AND calls <= 0 AND (today_calls <= 0 OR day < $2)', [emptied, localDay(this.clock())]);
         return gone;
       });
       removed += n;
