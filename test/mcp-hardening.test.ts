@@ -72,6 +72,10 @@ async function startBadMcp() {
       const spelled = [...auth].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
       res.writeHead(200, { 'Content-Type': 'application/json' });
       res.end(`{"jsonrpc":"2.0","id":1,"result":{"seen":${JSON.stringify(auth)},"again":"${spelled}"}}`);
+    } else if (req.url === '/echoes-headers') {
+      // a success whose headers quote it: a media type's parameter, and the session id itself
+      res.writeHead(200, { 'Content-Type': `application/json; charset=utf-8; x="${auth}"`, 'Mcp-Session-Id': auth });
+      res.end('{"jsonrpc":"2.0","id":1,"result":{}}');
     } else if (req.url === '/echoes-sse') {
       // an event stream that quotes it in an event's id, and in data cut across two writes
       res.writeHead(200, { 'Content-Type': 'text/event-stream' });
@@ -165,7 +169,7 @@ describe('MCP proxy hardening', () => {
       ids[name] = res.body.instance.id;
     };
     await add('express', express.url, { allow_tools: ['echo'] });
-    for (const p of ['refuses', 'echoes', 'echoes-ok', 'echoes-sse', 'echoes-mcp', 'stalls', 'resets', 'cut', 'silent', 'quiet']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
+    for (const p of ['refuses', 'echoes', 'echoes-ok', 'echoes-headers', 'echoes-sse', 'echoes-mcp', 'stalls', 'resets', 'cut', 'silent', 'quiet']) await add(p, bad.url(`/${p}`), { headers: [{ name: 'Authorization', value: `Bearer ${INSTANCE_SECRET}` }] });
     await add('endless', bad.url('/endless'), { allow_tools: ['echo'] });
     await add('sdk', sdk.url);
     const grants = Object.entries(ids).map(([name, id]) => ({ name, id }));
@@ -258,6 +262,15 @@ describe('MCP proxy hardening', () => {
       const text = await res.text();
       expect(JSON.parse(text).result).toEqual({ seen: '[redacted]', again: '[redacted]' });
       expect(JSON.stringify(JSON.parse(text))).not.toContain(INSTANCE_SECRET);
+    });
+
+    it('headers quoting it do not go on: the media type as its type and charset, a session id that holds it not at all', async () => {
+      const res = await post('echoes-headers', ping);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(res.headers.get('mcp-session-id')).toBeNull();
+      expect([...res.headers.values()].join('\n')).not.toContain(INSTANCE_SECRET);
+      expect((await res.json()).result).toEqual({});
     });
 
     it('an event stream quoting it in an id and in data cut across writes is relayed scrubbed, event by event', async () => {

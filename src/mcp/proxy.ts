@@ -2,6 +2,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import { readRaw } from '../upstream/body.js';
 import { type ActivityNote, afterAnswer, type AppContext } from '../http/context.js';
+import { mediaTypeOf } from '../upstream/media-type.js';
 import { credentialSecrets, scrubJsonTextOfAll, scrubTextOfAll } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
@@ -468,8 +469,14 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
 
   const out: Record<string, string> = { 'X-Content-Type-Options': 'nosniff' };
   for (const name of FORWARDED_RESPONSE_HEADERS) {
-    const value = upstream.headers[name];
-    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(', ') : value;
+    const raw = upstream.headers[name];
+    if (raw === undefined) continue;
+    const joined = Array.isArray(raw) ? raw.join(', ') : raw;
+    // the media type goes on as its type and charset only; nothing else of it is read by a client
+    const value = name === 'content-type' ? mediaTypeOf(joined) : joined;
+    // A header that quotes the instance's credentials does not go on (it cannot be scrubbed in
+    // place without changing what it says).
+    if (value && !(secrets.length && scrubTextOfAll(value, secrets) !== value)) out[name] = value;
   }
   if (whole) {
     // MCP servers answer a JSON-RPC error with 200: it counts as a failed call all the same.

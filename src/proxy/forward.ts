@@ -3,6 +3,7 @@ import type { AppContext } from '../http/context.js';
 import type { Logger } from '../log.js';
 import type { ModelCatalog, ResolvedModel } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
+import { mediaTypeOf } from '../upstream/media-type.js';
 import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from '../upstream/scrub.js';
 import { abortOnClientGone, callUpstream, type ClientGone, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from '../upstream/client.js';
 import { pumpStream, takeResponse } from '../upstream/pump.js';
@@ -83,10 +84,7 @@ export function createForwarder(deps: ForwardDeps): Forward {
  * (the one upstream header relayed, so it is no way round the key's scrubbing either).
  */
 function relayedContentType(value: unknown, fallback: string, key: string | null): string {
-  const [type, ...params] = String(value ?? fallback).split(';');
-  if (!/^[\w.+-]{1,100}\/[\w.+-]{1,100}$/.test(type.trim())) return fallback;
-  const charset = params.map((p) => p.trim()).find((p) => /^charset="?[\w.:-]{1,40}"?$/i.test(p));
-  const relayed = charset ? `${type.trim()}; ${charset}` : type.trim();
+  const relayed = mediaTypeOf(String(value ?? fallback)) || fallback;
   return scrubText(relayed, key) === relayed ? relayed : fallback;
 }
 
