@@ -103,9 +103,9 @@ describe('per-grant limits against an app that tries to get around them', () => 
     expect((await g.post('/v1/responses', { model: 'gpt-x', input: 'hi', metadata: { usage: 'x' } })).status).toBe(429);
   });
 
-  // Not held yet: a stream's tokens are known only from the usage its upstream sends last, and a
-  // stream the app leaves before then counts none against the budget (see docs/decisions.md).
-  it.fails('counts the tokens of a stream the app reads most of and then hangs up on, before the usage comes', async () => {
+  // A stream's tokens are reported by the usage its upstream sends last; a stream the app leaves
+  // before then counts svc's estimate of them (a token a chunk passed on).
+  it('counts the tokens of a stream the app reads most of and then hangs up on, before the usage comes', async () => {
     const g = await grant({ tokens_per_day: 10 });
     for (let round = 0; round < 3; round++) {
       const stop = new AbortController();

@@ -66,6 +66,7 @@ export function recordActivity(log: ActivityStore, repos: Repositories, clock: (
         ...(note.tool ? { tool: bounded(note.tool) } : {}),
         ...(note.tokens_in !== undefined ? { tokens_in: note.tokens_in } : {}),
         ...(note.tokens_out !== undefined ? { tokens_out: note.tokens_out } : {}),
+        ...(note.tokens_estimated ? { tokens_estimated: true as const } : {}),
       };
       const grant = ctx.state.grant;
       if (grant) log.record({ ...base, access_request_id: grant.record.id, app_client_id: grant.clientId, user: grant.user.username });

@@ -21,8 +21,16 @@ export const activityEvent = z
     outcome: z.enum(activityOutcomes).describe('ok; error: the upstream failed or answered a JSON-RPC error; refused: svc said no'),
     reason: z.string().optional().describe("Refused: svc's error code"),
     duration_ms: z.number().int(),
-    tokens_in: z.number().int().optional().describe("From the upstream's usage; absent when unknown (a stream cut off before its usage)"),
+    tokens_in: z
+      .number()
+      .int()
+      .optional()
+      .describe("From the upstream's usage; estimated by svc (tokens_estimated) for a stream that ended without one; absent where neither is known"),
     tokens_out: z.number().int().optional(),
+    tokens_estimated: z
+      .literal(true)
+      .optional()
+      .describe('The tokens are svc\'s estimate, not the upstream\'s count: a stream the app left, or whose upstream sent no usage (a token a streamed chunk, and one per 4 bytes of the request)'),
   })
   .meta({ id: 'ActivityEvent' });
 export type ActivityEvent = z.infer<typeof activityEvent>;

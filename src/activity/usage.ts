@@ -55,8 +55,10 @@ export function usageInAnswer(body: Buffer): Tokens | null {
  * search per chunk.
  */
 export class UsageTap implements StreamTransform {
-  /** what was read; null while no usage has come (a stream cut off before it counts as unknown) */
+  /** what was read; null while no usage has come */
   tokens: Tokens | null = null;
+  /** the data lines passed on: a streamed chunk is about a token, for estimate() */
+  private dataLines = 0;
 
   constructor(
     private readonly inner: StreamTransform,
@@ -71,7 +73,18 @@ export class UsageTap implements StreamTransform {
     return this.look(this.inner.end());
   }
 
+  /**
+   * The tokens of a stream that ended without its usage (the app hung up first, or the upstream
+   * reports none), estimated: a token a data line passed on (servers stream about one each), and
+   * one per 4 bytes of the request for what went in. Counted all the same, so that hanging up
+   * before the usage comes is no way round a tokens-a-day limit.
+   */
+  estimate(requestBytes: number): Tokens {
+    return { tokens_in: Math.ceil(requestBytes / 4), tokens_out: this.dataLines };
+  }
+
   private look(out: Buffer | string | null): Buffer | string | null {
+    if (out !== null) this.dataLines += countDataLines(out);
     if (out === null || out.indexOf('"usage"') === -1) return out;
     const lines = out.toString().split('\n');
     const kept: string[] = [];
@@ -114,6 +127,13 @@ export class UsageTap implements StreamTransform {
     delete event.usage;
     return `data: ${JSON.stringify(event)}${line.endsWith('\r') ? '\r' : ''}`;
   }
+}
+
+/** How many lines of `out` (whole lines of an event stream) are data lines, `data: [DONE]` aside. */
+function countDataLines(out: Buffer | string): number {
+  let n = out.indexOf('data:') === 0 ? 1 : 0;
+  for (let at = out.indexOf('\ndata:'); at !== -1; at = out.indexOf('\ndata:', at + 6)) n++;
+  return n - (out.indexOf('data: [DONE]') !== -1 ? 1 : 0);
 }
 
 const QUOTE = 0x22;

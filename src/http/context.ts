@@ -40,6 +40,8 @@ export interface ActivityNote {
   tool?: string;
   tokens_in?: number;
   tokens_out?: number;
+  /** the tokens are svc's estimate (a stream that ended without its usage) */
+  tokens_estimated?: boolean;
   /** the upstream answered, but with a failure (a JSON-RPC error) */
   failed?: boolean;
   /** svc said no in an answer of the protocol's own (a tool outside the allow-list): the reason */

@@ -74,7 +74,7 @@ export function createForwarder(deps: ForwardDeps): Forward {
       'Cache-Control': 'no-store',
       'X-Content-Type-Options': 'nosniff',
     };
-    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(deps, ctx, upstream, headers, endpoint, resolved, askUsage);
+    if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(deps, ctx, upstream, headers, { endpoint, resolved, hideUsage: askUsage, requestBytes: Buffer.byteLength(raw) });
     return relayAnswer(deps.providers, ctx, upstream, headers, { endpoint, body, resolved, name, abort, contentType });
   };
 }
@@ -127,9 +127,7 @@ async function relayStream(
   ctx: AppContext,
   upstream: UpstreamResponse,
   headers: Record<string, string>,
-  endpoint: Endpoint,
-  resolved: ResolvedModel,
-  hideUsage: boolean,
+  { endpoint, resolved, hideUsage, requestBytes }: { endpoint: Endpoint; resolved: ResolvedModel; hideUsage: boolean; requestBytes: number },
 ): Promise<void> {
   const name = resolved.provider.name;
   const lines = new LineRelay(scrubKey(deps.providers, resolved), STREAM_LINE_LIMIT);
@@ -148,8 +146,9 @@ async function relayStream(
     deps.logger.warn({ requestId: ctx.state.requestId, provider: name, code }, 'upstream stream broke off');
     return lines.abandon() + streamErrorEvent(endpoint, message, code);
   });
-  // a stream cut off before its usage came leaves the counts unknown, not zero
-  if (relay.tokens && ctx.state.activity) Object.assign(ctx.state.activity, relay.tokens);
+  // A stream that ended without its usage (the app hung up first, or the upstream sends none)
+  // counts an estimate, marked as one: otherwise leaving before the usage would spend for free.
+  if (ctx.state.activity) Object.assign(ctx.state.activity, relay.tokens ?? { ...relay.estimate(requestBytes), tokens_estimated: true });
 }
 
 /** What relaying a whole answer needs to know of the call. */

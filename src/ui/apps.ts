@@ -20,7 +20,7 @@ const REFRESH_MS = 2000;
 
 const when = (iso: string | null) => (iso ? iso.replace('T', ' ').slice(0, 19) : 'never');
 const eventText = (e: ActivityEvent) =>
-  `${when(e.time)}  ${e.kind}${e.tool ? ` ${e.mcp_method ?? ''} ${e.tool}` : e.model ? ` ${e.model}` : e.mcp_method ? ` ${e.mcp_method}` : ''}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${e.tokens_in !== undefined || e.tokens_out !== undefined ? `  ${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tokens` : ''}`;
+  `${when(e.time)}  ${e.kind}${e.tool ? ` ${e.mcp_method ?? ''} ${e.tool}` : e.model ? ` ${e.model}` : e.mcp_method ? ` ${e.mcp_method}` : ''}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${e.tokens_in !== undefined || e.tokens_out !== undefined ? `  ${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tokens` : ''}`;
 
 /**
  * Keeps each grant's recent activity current: asks the activity API (quietly: this polling does not
@@ -32,7 +32,7 @@ var lists=document.querySelectorAll('ol.activity[data-grant]');
 function fill(ol,data){ol.textContent='';if(!data.length){var li=document.createElement('li');li.className='muted';li.textContent='No calls yet.';ol.appendChild(li);return}
 data.forEach(function(e){var li=document.createElement('li');li.textContent=e.line;li.className=e.outcome;ol.appendChild(li)})}
 function line(e){var what=e.tool?' '+(e.mcp_method||'')+' '+e.tool:e.model?' '+e.model:e.mcp_method?' '+e.mcp_method:'';
-var tokens=(e.tokens_in!==undefined||e.tokens_out!==undefined)?'  '+(e.tokens_in===undefined?'?':e.tokens_in)+'/'+(e.tokens_out===undefined?'?':e.tokens_out)+' tokens':'';
+var tokens=(e.tokens_in!==undefined||e.tokens_out!==undefined)?'  '+(e.tokens_estimated?'~':'')+(e.tokens_in===undefined?'?':e.tokens_in)+'/'+(e.tokens_out===undefined?'?':e.tokens_out)+' tokens':'';
 return e.time.replace('T',' ').slice(0,19)+'  '+e.kind+what+'  '+e.status+' '+e.outcome+(e.reason?' ('+e.reason+')':'')+'  '+e.duration_ms+' ms'+tokens}
 function tick(){lists.forEach(function(ol){fetch('/svc/v1/activity?limit=${RECENT}&grant='+encodeURIComponent(ol.getAttribute('data-grant')),{headers:{'x-svc-quiet':'1'},credentials:'same-origin'})
 .then(function(r){return r.ok?r.json():null}).then(function(b){if(b)fill(ol,b.data.map(function(e){return{line:line(e),outcome:e.outcome}}))}).catch(function(){})})}

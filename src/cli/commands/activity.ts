@@ -13,7 +13,7 @@ type ActivityEvent = z.infer<typeof activityEvent>;
 const FOLLOW_MS = 1000;
 
 const what = (e: ActivityEvent) => (e.tool ? `${e.mcp_method ?? 'tool'} ${e.tool}` : (e.model ?? e.mcp_method ?? ''));
-const tokens = (e: ActivityEvent) => (e.tokens_in === undefined && e.tokens_out === undefined ? '' : `${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'}`);
+const tokens = (e: ActivityEvent) => (e.tokens_in === undefined && e.tokens_out === undefined ? '' : `${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'}`);
 const outcome = (e: ActivityEvent) => (e.reason ? `${e.outcome} (${e.reason})` : e.outcome);
 
 const COLUMNS: Column<ActivityEvent>[] = [

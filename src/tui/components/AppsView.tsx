@@ -24,7 +24,7 @@ const limitsText = (g: GrantSummary) => {
 
 const eventText = (e: ActivityEvent) => {
   const what = e.tool ? `${e.mcp_method ?? ''} ${e.tool}` : (e.model ?? e.mcp_method ?? '');
-  const tokens = e.tokens_in === undefined && e.tokens_out === undefined ? '' : `  ${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tok`;
+  const tokens = e.tokens_in === undefined && e.tokens_out === undefined ? '' : `  ${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tok`;
   return `${e.time.slice(11, 19)}  ${e.kind} ${what}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${tokens}`;
 };
 
