@@ -158,16 +158,24 @@ describe('a failed append', () => {
     await again.close();
   });
 
-  it('that cannot be cut off either goes on in a new journal file, and a restart loads exactly what was acknowledged', async () => {
-    const dir = await tempDir();
+  /**
+   * A store with u1 written, then a change refused whose line reached the file (only its fdatasync
+   * failed) and could not be cut off again; the disk answers again afterwards.
+   */
+  async function afterUncutRefusal(dir: string) {
     let failNext = false;
     const fs = faultyFs((call) => (failNext && (call === 'handle.datasync' || call === 'handle.truncate') ? errno('EIO') : undefined));
     const store = await openWith(dir, fs, {}, 1e12);
     await store.update((tx) => tx.put('users', user('u1')));
     failNext = true;
-    // the line reaches the file (only its fdatasync fails) and cannot be cut off again
     await expect(store.update((tx) => tx.put('users', user('refused')))).rejects.toMatchObject({ code: 'store_unavailable' });
     failNext = false;
+    return store;
+  }
+
+  it('that cannot be cut off either goes on in a new journal file, and a restart loads exactly what was acknowledged', async () => {
+    const dir = await tempDir();
+    const store = await afterUncutRefusal(dir);
     await store.update((tx) => tx.put('users', user('u2')));
     expect((await readFile(path.join(dir, 'db.journal.1'), 'utf8')).split('\n')).toHaveLength(3); // u1, the refused line, and the end
     expect((await readdir(dir)).filter((n) => n.startsWith('db.journal.')).sort()).toEqual(['db.journal.1', 'db.journal.2']);
@@ -181,13 +189,7 @@ describe('a failed append', () => {
     ['a kill', false],
   ])('that cannot be cut off, with no write after it before %s, never comes back at the next start', async (_name, clean) => {
     const dir = await tempDir();
-    let failNext = false;
-    const fs = faultyFs((call) => (failNext && (call === 'handle.datasync' || call === 'handle.truncate') ? errno('EIO') : undefined));
-    const store = await openWith(dir, fs, {}, 1e12);
-    await store.update((tx) => tx.put('users', user('u1')));
-    failNext = true;
-    await expect(store.update((tx) => tx.put('users', user('refused')))).rejects.toMatchObject({ code: 'store_unavailable' });
-    failNext = false;
+    const store = await afterUncutRefusal(dir);
     // the disk answers again, but nothing more is written before the process ends
     if (clean) await store.close();
     const again = await Store.open(dir);
