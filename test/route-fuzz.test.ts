@@ -559,6 +559,27 @@ describe('every OpenAPI operation against hostile input', () => {
     await mcp?.close();
   });
 
+  // What the walk found, each on its own.
+
+  it('refuses a value nested 10k levels deep where svc keeps or re-sends it: a 400, not a 500, 502 or 503', async () => {
+    const deep = `${'{"a":'.repeat(DEPTH)}1${'}'.repeat(DEPTH)}`;
+    const calls: [string, string, string, Record<string, string>][] = [
+      ['POST', `/svc/v1/apps/mcps/${ids.mcp}/mcp`, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":${deep}}`, { ...credHeaders.adminKey, Accept: 'application/json, text/event-stream' }],
+      ['POST', `/svc/v1/apps/mcps/${ids.mcp}/tools/echo/execute`, `{"params":{"message":${deep}}}`, credHeaders.adminKey],
+      ['PUT', '/svc/v1/models/fz-alias', `{"provider":"local","model":"fake-model","defaults":{"temperature":${deep}}}`, credHeaders.adminSession],
+    ];
+    for (const [method, path, body, headers] of calls) {
+      const res = await fetch(`${d.url}${path}`, { method, body, headers: { ...headers, 'Content-Type': 'application/json' }, signal: AbortSignal.timeout(TIMEOUT_MS) });
+      const answer = await res.json();
+      expect([res.status, answer.error?.code], `${method} ${path}: ${JSON.stringify(answer)}`).toEqual([400, 'invalid_body']);
+    }
+    expect(d.logs.filter((l) => /request failed|store write failed/.test(l))).toEqual([]);
+    // nesting a tool or a model would plausibly take still passes
+    const nested = JSON.parse(`${'{"a":'.repeat(30)}1${'}'.repeat(30)}`);
+    const ok = await fetch(`${d.url}/svc/v1/models/fz-alias`, { method: 'PUT', body: JSON.stringify({ provider: 'local', model: 'fake-model', defaults: { metadata: nested } }), headers: { ...credHeaders.adminSession, 'Content-Type': 'application/json' } });
+    expect(ok.status, await ok.text()).toBe(200);
+  });
+
   it('answers every variant of every operation within its timeout, with no 5xx, in the error shape, with no secret', { timeout: 60_000 }, async () => {
     expect(ops.length).toBeGreaterThan(50);
     const started = performance.now();
