@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import { z } from 'zod';
 import { AppError, type ErrorCode } from '../errors.js';
 
 /**
@@ -25,3 +25,25 @@ function throwInvalid(code: string, message: string, param?: string): never {
   // zod issues carry their code in params.code: one of the catalogue's 400 codes (schemas.ts `coded`)
   throw new AppError(code as ErrorCode, message, { param });
 }
+
+/**
+ * How deep svc takes a JSON value that it keeps or sends on as it is (a tool's arguments, an
+ * alias's defaults, an MCP message): deeper than any real one, and far from where serializing it
+ * again (JSON.stringify recurses) would run out of stack.
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/** Whether `value` nests at most `max` arrays and objects; measured without recursion, so any depth can be measured. */
+export function nestedAtMost(value: unknown, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 0]];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= max) return false;
+    for (const child of Object.values(v)) pending.push([child, depth + 1]);
+  }
+  return true;
+}
+
+/** Any JSON value nested at most MAX_JSON_DEPTH deep. */
+export const jsonValue = z.unknown().refine((v) => nestedAtMost(v, MAX_JSON_DEPTH), `nested more than ${MAX_JSON_DEPTH} levels deep`);

@@ -3,6 +3,7 @@ import { AppError, forbidden, notFound } from '../errors.js';
 import type { AppContext } from '../http/context.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import { jsonValue } from '../http/validate.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
 import { type GateDeps, type ToolGate, toolGate } from './gate.js';
@@ -59,7 +60,7 @@ async function heldExecute(ctx: AppContext, gate: ToolGate, name: string, args: 
   return { result: { content: [{ type: 'text', text: HELD_TEXTS[why] }], isError: true } };
 }
 const toolParams = instanceParams.extend({ tool_name: z.string().min(1).max(256) });
-const executeBody = z.strictObject({ params: z.record(z.string(), z.unknown()).default({}).describe('The tool arguments') });
+const executeBody = z.strictObject({ params: z.record(z.string(), jsonValue).default({}).describe('The tool arguments') });
 const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z.boolean().optional() }).describe('An MCP CallToolResult');
 
 /**

@@ -2,6 +2,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { AppError } from '../errors.js';
 import { readRaw } from '../upstream/body.js';
 import { type ActivityNote, afterAnswer, type AppContext } from '../http/context.js';
+import { jsonValue, parseOrThrow } from '../http/validate.js';
 import { mediaTypeOf } from '../upstream/media-type.js';
 import { credentialSecrets, scrubJsonTextOfAll, scrubTextOfAll } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
@@ -291,6 +292,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     } catch {
       throw new AppError('invalid_body', 'The MCP request body is not valid JSON.');
     }
+    // it is sent on re-serialized (below), which a value nested thousands deep would not survive
+    parseOrThrow(jsonValue, parsed, 'body');
     const messages = Array.isArray(parsed) ? parsed : [parsed];
     const lookalike = lookalikeKeys(messages);
     if (lookalike) throw new AppError('invalid_body', lookalike);

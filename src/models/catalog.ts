@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { conflict, forbidden, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
+import { jsonValue } from '../http/validate.js';
 import { modelName, providerName } from '../providers/schemas.js';
 import type { AliasRecord, ProviderRecord } from '../store/records.js';
 import type { RepositorySet, Repositories } from '../store/repositories.js';
@@ -22,7 +23,7 @@ export const putAliasBody = z.strictObject({
   provider: providerName,
   model: modelName,
   defaults: z
-    .record(z.string().max(100), z.unknown())
+    .record(z.string().max(100), jsonValue)
     .refine((d) => !('model' in d) && !('messages' in d) && !('input' in d) && !('stream' in d), 'defaults may not set model, messages, input or stream')
     .optional(),
 });
