@@ -580,6 +580,23 @@ describe('every OpenAPI operation against hostile input', () => {
     expect(ok.status, await ok.text()).toBe(200);
   });
 
+  it('answers a URL or headers over the HTTP parser\'s limit with a 431 in the error shape, not a bare status line', async () => {
+    const tooLong: [string, Record<string, string>][] = [
+      [`/svc/v1/mcps/${'a'.repeat(20_000)}`, credHeaders.adminSession],
+      [`/svc/v1/access-requests?status=${'q'.repeat(20_000)}`, credHeaders.adminSession],
+      ['/svc/v1/auth/me', { Cookie: `svc_session=${'c'.repeat(20_000)}` }],
+    ];
+    for (const [path, headers] of tooLong) {
+      const res = await fetch(`${d.url}${path}`, { headers, signal: AbortSignal.timeout(TIMEOUT_MS) });
+      const text = await res.text();
+      expect(res.status).toBe(431);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(shapeProblem(res.status, JSON.parse(text || 'null')), text).toBeUndefined();
+    }
+    // the daemon still answers on a new connection
+    expect((await fetch(`${d.url}/svc/v1/health`)).status).toBe(200);
+  });
+
   it('answers every variant of every operation within its timeout, with no 5xx, in the error shape, with no secret', { timeout: 60_000 }, async () => {
     expect(ops.length).toBeGreaterThan(50);
     const started = performance.now();
