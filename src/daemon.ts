@@ -10,6 +10,7 @@ import { generatePassword } from './auth/password.js';
 import { saveCliSession } from './store/cli-session.js';
 import { type Config, type Secret, urlFor } from './config.js';
 import type { AppDeps, Clock } from './http/context.js';
+import { answerParserError } from './http/errors-middleware.js';
 import { createLogger, type Logger } from './log.js';
 import { StartSteps } from './start-steps.js';
 import { SecretBox } from './store/crypto.js';
@@ -303,6 +304,7 @@ async function firstAdmin(
 async function listenHttp(config: Config, handle: http.RequestListener, app: () => App | null, logger: Logger) {
   const server = http.createServer({ requestTimeout: 60_000, headersTimeout: 20_000, keepAliveTimeout: 5_000 }, handle);
   server.maxHeadersCount = 100;
+  server.on('clientError', answerParserError);
   const inFlight = new Map<Socket, number>();
   let stopping = false;
   server.on('connection', (socket: Socket) => {

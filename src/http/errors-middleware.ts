@@ -1,6 +1,7 @@
-import type { IncomingMessage } from 'node:http';
+import { type IncomingMessage, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Middleware } from 'koa';
-import { AppError, internalError, invalidBody, payloadTooLarge } from '../errors.js';
+import { AppError, type ErrorCode, internalError, invalidBody, payloadTooLarge } from '../errors.js';
 import type { Logger } from '../log.js';
 import { StoreUnavailableError } from '../store/durable-file.js';
 import type { AppState } from './context.js';
@@ -75,4 +76,30 @@ export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<A
       if (appError.status === 413) ctx.set('Connection', 'close');
     }
   };
+}
+
+/** What Node's HTTP parser could not take, by its error code, as the catalogue names it. */
+const PARSER_ERRORS: Record<string, [ErrorCode, string]> = {
+  HPE_HEADER_OVERFLOW: ['headers_too_large', 'The request line and headers are over 16 KiB (a very long URL or cookie).'],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: ['payload_too_large', 'The chunk extensions of the body are too large.'],
+  ERR_HTTP_REQUEST_TIMEOUT: ['request_timeout', 'The request did not arrive in time.'],
+};
+
+/**
+ * The server's `clientError` listener: a request Node's parser refused before Koa saw it (a URL
+ * over 16 KiB, broken HTTP, too slow) is answered in the error shape like every other, instead
+ * of Node's bare status line. As Node's own answer, it is written only while no answer of this
+ * connection has begun, and the connection is closed.
+ */
+export function answerParserError(err: Error & { code?: string }, socket: Duplex): void {
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const [code, message] = PARSER_ERRORS[err.code ?? ''] ?? ['invalid_body', 'The request is not valid HTTP.'];
+  const error = new AppError(code, message);
+  const body = JSON.stringify(error.toBody());
+  const head = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}`, 'Content-Type: application/json; charset=utf-8', `Content-Length: ${Buffer.byteLength(body)}`, 'Connection: close'];
+  socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
 }
