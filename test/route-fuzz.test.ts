@@ -115,6 +115,7 @@ async function send(p: Probe): Promise<void> {
   stats.byStatus.set(res.status, (stats.byStatus.get(res.status) ?? 0) + 1);
   const got = `${res.status} ${text.slice(0, 200)}`;
   if (res.status >= 500) findings.push(`${what} -> ${got}`);
+  if (process.env.FZ_OUT && res.status < 300 && p.variant.startsWith('body')) (await import('node:fs')).appendFileSync(process.env.FZ_OUT, `${what.slice(0, 200)} -> ${got.slice(0, 600)}\n`);
   if (!p.page && res.status >= 400 && res.status < 500) {
     let body: Json;
     try {
@@ -595,6 +596,18 @@ describe('every OpenAPI operation against hostile input', () => {
     }
     // the daemon still answers on a new connection
     expect((await fetch(`${d.url}/svc/v1/health`)).status).toBe(200);
+  });
+
+  it('refuses an OAuth client\'s redirect URI with control, whitespace or invisible characters, as an app\'s redirect_url is refused', async () => {
+    for (const uri of ['http://127.0.0.1:9/cb\u0000', 'http://127.0.0.1:9/c\tb', 'http://127.0.0.1:9/cb\r\n', 'http://127.0.0.1:9/\u202ebc', 'http://127.0.0.1:9/c b', 'http://127.0.0.1:9/cb\ud800']) {
+      const res = await fetch(`${d.url}/admin/v1/clients`, {
+        method: 'POST',
+        body: JSON.stringify({ name: 'fz odd redirect', redirect_uris: [uri] }),
+        headers: { ...credHeaders.adminSession, 'Content-Type': 'application/json' },
+      });
+      const answer = await res.json();
+      expect([res.status, answer.error?.code, answer.error?.param], `${JSON.stringify(uri)}: ${JSON.stringify(answer)}`).toEqual([400, 'invalid_body', 'redirect_uris.0']);
+    }
   });
 
   it('answers every variant of every operation within its timeout, with no 5xx, in the error shape, with no secret', { timeout: 60_000 }, async () => {

@@ -15,6 +15,11 @@ export const BAD_REDIRECTS = [
   'file:///etc/passwd',
   'myapp:/cb',
   'https://user:pw@app.example/cb',
+  // what the URL parser would drop or keep unseen: the URI checked would not be the one shown
+  'https://app.example/c\tb',
+  'https://app.example/cb\r\n',
+  'https://app.example/\u202ebc',
+  'http://127.0.0.1:4000/c b',
 ];
 
 export const GOOD_REDIRECTS = ['https://app.example/cb', 'http://127.0.0.1:4000/cb', 'http://[::1]:4000/cb', 'http://localhost:4000/cb', 'com.example.app:/oauth/cb'];
