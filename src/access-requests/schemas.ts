@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ErrorCode } from '../errors.js';
-import { httpUrl } from '../http/urls.js';
+import { hasUnsafeUrlCharacter, httpUrl } from '../http/urls.js';
 import { clientKinds } from './client-kinds.js';
 import { grantLimits, grantUsage, storedLimits } from '../activity/schemas.js';
 import { accessRequestStatuses, appRoles } from '../store/schema.js';
@@ -42,15 +42,13 @@ export const requestedEnvelope = z
   })
   .meta({ id: 'RequestedResources', description: 'Versioned resource envelope' });
 
-const UNSAFE_IN_URL = /[\p{Cc}\p{Cf}\p{Cs}\p{Z}\s]/u;
-
 export const redirectUrl = z
   .string()
   .max(2048)
   .superRefine((value, ctx) => {
     // The WHATWG parser silently drops tabs and newlines and trims controls; what is stored and
     // later shown to the person must be exactly what was checked, so such URLs are refused.
-    if (UNSAFE_IN_URL.test(value)) {
+    if (hasUnsafeUrlCharacter(value)) {
       ctx.addIssue(coded('invalid_redirect_url', 'redirect_url must not contain control, whitespace or invisible characters'));
       return;
     }

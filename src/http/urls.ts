@@ -6,6 +6,16 @@ import { z } from 'zod';
  */
 export const MAX_URL_LENGTH = 2048;
 
+/**
+ * Characters a URL that is stored and later shown or matched must not hold: the WHATWG parser
+ * silently drops tabs and newlines and trims controls, and invisible (format) characters read as
+ * something else, so what was checked would not be what is shown.
+ */
+const UNSAFE_IN_URL = /[\p{Cc}\p{Cf}\p{Cs}\p{Z}\s]/u;
+
+/** Whether `value` holds a control, whitespace, invisible (format) character or lone surrogate. */
+export const hasUnsafeUrlCharacter = (value: string): boolean => UNSAFE_IN_URL.test(value);
+
 export const httpUrl = z
   .string()
   .max(MAX_URL_LENGTH)

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { forbidden, notFound } from '../errors.js';
 import { appDisplayName } from '../access-requests/client-kinds.js';
 import type { Clock } from '../http/context.js';
+import { hasUnsafeUrlCharacter } from '../http/urls.js';
 import type { SecretBox } from '../store/crypto.js';
 import { SEAL_KINDS } from '../store/seal-kinds.js';
 import type { AccessRequestRecord, UserRecord } from '../store/schema.js';
@@ -25,6 +26,7 @@ export const redirectUri = z
   .string()
   .max(2048)
   .refine((value) => {
+    if (hasUnsafeUrlCharacter(value)) return false;
     try {
       const url = new URL(value);
       if (url.hash || url.username || url.password || value.includes('#')) return false;
@@ -33,7 +35,7 @@ export const redirectUri = z
     } catch {
       return false;
     }
-  }, 'must be an absolute https, http or reverse-domain private-use URI without fragment or credentials');
+  }, 'must be an absolute https, http or reverse-domain private-use URI without fragment, credentials, or control, whitespace or invisible characters');
 
 export const createClientBody = z.strictObject({
   name: z.string().trim().min(1).max(100).regex(/^[^\0-\x1f\x7f]+$/, 'must be printable'),

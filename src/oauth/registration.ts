@@ -1,3 +1,5 @@
+import { hasUnsafeUrlCharacter } from '../http/urls.js';
+
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 
 /**
@@ -15,6 +17,7 @@ export function isPrivateUseScheme(protocol: string): boolean {
  * private-use scheme; nothing else, whatever new scheme a browser or OS learns to handle.
  */
 export function redirectUriProblem(value: string): string | null {
+  if (hasUnsafeUrlCharacter(value)) return 'redirect URIs must not contain control, whitespace or invisible characters';
   let url: URL;
   try {
     url = new URL(value);
