@@ -102,7 +102,9 @@ async function send(p: Probe): Promise<void> {
   let res: Response;
   let text = '';
   try {
-    res = await fetch(`${d.url}${p.path}`, { method: p.method, headers, body: typeof p.body === 'string' || p.body === undefined ? p.body : new Uint8Array(p.body), redirect: 'manual', signal: AbortSignal.timeout(TIMEOUT_MS) });
+    // fetch labels a string body text/plain: bytes go with no Content-Type at all
+    const body = p.body === undefined ? undefined : typeof p.body === 'string' && p.contentType !== null ? p.body : new Uint8Array(Buffer.from(p.body));
+    res = await fetch(`${d.url}${p.path}`, { method: p.method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(TIMEOUT_MS) });
     // a stream (the MCP GET, an SSE completion) is judged by its head: its end is the client's to choose
     if ((res.headers.get('content-type') ?? '').includes('text/event-stream')) await res.body?.cancel();
     else text = await res.text();
@@ -115,7 +117,6 @@ async function send(p: Probe): Promise<void> {
   stats.byStatus.set(res.status, (stats.byStatus.get(res.status) ?? 0) + 1);
   const got = `${res.status} ${text.slice(0, 200)}`;
   if (res.status >= 500) findings.push(`${what} -> ${got}`);
-  if (process.env.FZ_OUT && res.status < 300 && p.variant.startsWith('body')) (await import('node:fs')).appendFileSync(process.env.FZ_OUT, `${what.slice(0, 200)} -> ${got.slice(0, 600)}\n`);
   if (!p.page && res.status >= 400 && res.status < 500) {
     let body: Json;
     try {
@@ -350,6 +351,8 @@ function bodyVariants(base: Json, schema: Json | undefined): BodyVariant[] {
     out.push({ variant: `deep nesting in ${at}`, body: withRaw(base, p, deepObject) });
     if (typeof v === 'string') {
       out.push({ variant: `100k string ${at}`, body: JSON.stringify(setAt(base, p, HUGE)) });
+      // the fake upstream refuses this model with a message that quotes the provider's key
+      if (at === 'model') out.push({ variant: 'a model whose upstream refuses, quoting its key', body: JSON.stringify(setAt(base, p, 'fail400')) });
       out.push({ variant: `control characters ${at}`, body: JSON.stringify(setAt(base, p, `${v}\u0000\r\n\u202e\ud800`)) });
     }
     if (typeof v === 'number' || typeof v === 'boolean' || v === null) {
