@@ -375,6 +375,7 @@ function bodyVariants(base: Json, schema: Json | undefined): BodyVariant[] {
 /** Malformed ids, and ids of three records of other kinds (which three turns with `turn`). */
 function hostileIds(kind: string, turn: number): [string, string][] {
   const list: [string, string][] = [
+    ['empty', ''],
     ['a space', '%20'],
     ['NUL', '%00'],
     ['NUL after an id', `${NO_SUCH_ID}%00`],
