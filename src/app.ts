@@ -26,6 +26,7 @@ import { callRoutes } from './mcp/call-routes.js';
 import type { McpInstancesService } from './mcp/instances.js';
 import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
+import { SessionOwners } from './mcp/session-owners.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
 import type { OAuthClientsService } from './oauth/clients.js';
 import type { AuthorizationServer } from './oauth/provider.js';
@@ -145,6 +146,7 @@ function apiRoutes(
       held: s.held,
       repos: deps.repos,
       appName: async (clientId) => (await s.appInfo(clientId))?.name ?? null,
+      sessions: new SessionOwners(),
     }),
     ...callRoutes(deps, s.held, s.policies),
     ...providerRoutes(s.providers),

@@ -4,6 +4,7 @@ import type { McpInstanceRecord, ToolChoice } from '../store/schema.js';
 import type { HeldCalls, HeldOutcome } from './held-calls.js';
 import { grantedIds, listFilter, setChoice, type ToolPolicies } from './policies.js';
 import type { HeldCallView } from './policy-schemas.js';
+import type { SessionOwners } from './session-owners.js';
 
 /**
  * What the MCP proxy and the REST tool endpoints ask before a tool runs, for one call of one
@@ -26,6 +27,12 @@ export interface ToolGate {
    * change meanwhile, and a person's yes is to the call, not to what the owner since turned off.
    */
   whyNotNow(tool: string): Promise<string | null>;
+  /** whether this grant may use an MCP session (one another grant began is not its own) */
+  sessionUsable(sessionId: string): boolean;
+  /** the server named a new session in its answer to this grant */
+  sessionBegun(sessionId: string): void;
+  /** the app ended the session (DELETE) */
+  sessionEnded(sessionId: string): void;
 }
 
 export interface GateDeps {
@@ -33,6 +40,7 @@ export interface GateDeps {
   held: HeldCalls;
   repos: Repositories;
   appName: (clientId: string) => Promise<string | null>;
+  sessions: SessionOwners;
 }
 
 export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstanceRecord): ToolGate {
@@ -56,5 +64,8 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
       if (setChoice(fresh, now, tool) === 'deny') return 'the tool was denied before the call could run';
       return null;
     },
+    sessionUsable: (sessionId) => deps.sessions.usableBy(instance.id, sessionId, record.id),
+    sessionBegun: (sessionId) => deps.sessions.begun(instance.id, sessionId, record.id),
+    sessionEnded: (sessionId) => deps.sessions.ended(instance.id, sessionId),
   };
 }

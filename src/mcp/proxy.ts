@@ -1,5 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
-import { AppError } from '../errors.js';
+import { AppError, notFound } from '../errors.js';
 import { readRaw } from '../upstream/body.js';
 import { type ActivityNote, afterAnswer, type AppContext } from '../http/context.js';
 import { jsonValue, parseOrThrow } from '../http/validate.js';
@@ -275,6 +275,10 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
     throw new AppError('method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
   }
+  // A session another grant began is not this one's to use (its stream is that app's): unknown
+  // here, as an MCP server answers a session it does not know, so a client starts its own.
+  const sessionId = ctx.get('mcp-session-id');
+  if (sessionId && !gate.sessionUsable(sessionId)) throw notFound('No such MCP session for this app; start a new one (initialize).');
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
   let text = body ? decodeUtf8(body) : undefined;
@@ -339,7 +343,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
   const secrets = credentialSecrets(Object.values(instanceHeaders));
-  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res) };
+  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionBegun: (id) => gate.sessionBegun(id) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
   // The GET stream ends when svc stops: its upstream call is aborted, and the pump ends the answer.
@@ -351,6 +355,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     throw err;
   }
   if (release) afterAnswer(ctx, release);
+  if (method === 'DELETE' && sessionId && ctx.res.statusCode < 300) gate.sessionEnded(sessionId);
 }
 
 type RelayInput = {
@@ -362,6 +367,8 @@ type RelayInput = {
   secrets: string[];
   timeoutMs: number;
   abort: ClientGone;
+  /** the server named a session in its answer */
+  sessionBegun?: (sessionId: string) => void;
 };
 
 /** How often a held call that streams tells the app it still waits. */
@@ -442,7 +449,7 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
  * streamed). `into`: a stream svc already answers with (a held call's), which the upstream's answer
  * then ends.
  */
-async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort }: RelayInput, into?: ServerResponse): Promise<void> {
+async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort, sessionBegun }: RelayInput, into?: ServerResponse): Promise<void> {
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',
@@ -481,6 +488,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     // place without changing what it says).
     if (value && !(secrets.length && scrubTextOfAll(value, secrets) !== value)) out[name] = value;
   }
+  if (out['mcp-session-id'] && upstream.statusCode < 300) sessionBegun?.(out['mcp-session-id']);
   if (whole) {
     // MCP servers answer a JSON-RPC error with 200: it counts as a failed call all the same.
     const failed = answeredWithError(whole);
