@@ -144,6 +144,8 @@ describe('standard clients at the authorization endpoint', () => {
     const token = result.tokens!.access_token;
     expect(scopesOf(token)).not.toContain('scope_user_power_user');
     expect(scopesOf(token)).toContain('scope_user_user');
+    // and the token endpoint's answer says what the token says
+    expect(String(result.tokens!.scope).split(' ').sort()).toEqual(scopesOf(token).sort());
     // what the grant allows: User's calls, not a power user's
     expect((await new Api(d.url).get('/v1/models', { Authorization: `Bearer ${token}` })).status).toBe(200);
     expect((await new Api(d.url).get('/svc/v1/models', { Authorization: `Bearer ${token}` })).status).toBe(403);
@@ -151,6 +153,7 @@ describe('standard clients at the authorization endpoint', () => {
     const refreshed = await oidc.refreshTokenGrant(await oidcConfig(d, clientId), result.tokens!.refresh_token!, { resource: `${d.baseUrl}/` });
     expect(scopesOf(refreshed.access_token)).not.toContain('scope_user_power_user');
     expect(scopesOf(refreshed.access_token)).toContain('scope_user_user');
+    expect(String(refreshed.scope).split(' ')).not.toContain('scope_user_power_user');
   });
 
   it('deny gives the client access_denied', async () => {

@@ -62,6 +62,9 @@ export async function customizeJwt(ctx: OidcCtx, token: OidcModel, jwt: { payloa
     scopes = [...scopes.filter((s) => !isRoleScope(s)), ...(role ? [role] : [])];
   }
   jwt.payload.scope = scopes.join(' ');
+  // the token endpoint's answer says the same scope as the token (oidc-provider reads it from the
+  // token once it is made)
+  if (typeof token.scope === 'string') token.scope = jwt.payload.scope;
 }
 
 /** oidc-provider's `formats` configuration: JWT access tokens with svc's claims. */
