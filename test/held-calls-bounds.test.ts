@@ -64,6 +64,22 @@ describe('held calls: what an app can make svc keep and show', () => {
     expect(risky.runs('delete_note')).toBe(0);
     // six calls of 2 MiB each: what the list answers is what svc keeps in memory
     expect(kept, `svc keeps ${kept} bytes of held-call arguments`).toBeLessThan(1024 * 1024);
+    const refused = await callTool('delete_note', { id: 'big', note: big });
+    expect(refused.status).toBe(413);
+    expect((await refused.json()).error.code).toBe('payload_too_large');
+  }, 60_000);
+
+  it('one grant has at most --grant-concurrency calls waiting (32): the next is 429, and the person sees 32, not thousands', async () => {
+    const stop = new AbortController();
+    const waiting = Array.from({ length: 32 }, (_, i) => callTool('delete_note', { id: `many-${i}` }, stop.signal).catch(() => null));
+    await eventually(async () => ((await calls('pending')).length === 32 ? true : undefined), '32 held');
+    const extra = await callTool('delete_note', { id: 'one-too-many' });
+    expect(extra.status).toBe(429);
+    expect((await calls('pending')).length).toBe(32);
+    stop.abort();
+    await Promise.all(waiting);
+    await eventually(async () => ((await calls('pending')).length === 0 ? true : undefined), 'nothing pending');
+    expect(risky.runs('delete_note')).toBe(0);
   }, 60_000);
 
   it('/ui/calls writes invisible and direction characters of a tool name as escapes, as it does for arguments', async () => {

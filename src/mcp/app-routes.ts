@@ -139,13 +139,13 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       operationId: 'executeAppMcpTool',
       summary: "Call a tool; a tool's own failure is result.isError, not an HTTP error",
       description:
-        "A tool the grant denies is 403 tool_not_allowed. A tool whose choice is ask is held until the person approves that call (GET /svc/v1/calls): approved, it runs; declined, or not answered within --call-approval-timeout, the result is isError with a text that says so.",
+        "A tool the grant denies is 403 tool_not_allowed. A tool whose choice is ask is held until the person approves that call (GET /svc/v1/calls): approved, it runs; declined, or not answered within --call-approval-timeout, the result is isError with a text that says so. A held call may carry at most 64 KiB of arguments (413 payload_too_large beyond, and it does not run).",
       tags: ['apps'],
       auth: 'bearer',
       params: toolParams,
       body: executeBody,
       responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
-      errors: [400, 401, 403, 404, 502, 504],
+      errors: [400, 401, 403, 404, 413, 502, 504],
       async handler(ctx, { params, body }) {
         if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
         const instance = await grantedInstance(ctx, instances, params.id);

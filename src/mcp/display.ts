@@ -5,6 +5,17 @@
  */
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\u{E0000}-\u{E007F}\u034f\u115f\u1160\u3164\uffa0]/gu;
 
+/**
+ * A name the app chose (a held call's tool), as the person reads it: every invisible or
+ * direction-changing character written as its \u escape, and a backslash as two, so a name that
+ * spells out `\u200b` never looks like one that holds the character.
+ */
+export function visibleText(text: string): string {
+  // a character outside the BMP (a tag character) is two code units, each escaped
+  const escaped = (c: string) => Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join('');
+  return text.replace(/\\/g, '\\\\').replace(HIDDEN, escaped);
+}
+
 export function argumentsText(value: unknown, indent = 2): string {
   let text: string;
   try {

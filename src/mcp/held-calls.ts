@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { conflict, notFound } from '../errors.js';
+import { AppError, conflict, notFound } from '../errors.js';
 import type { Clock } from '../http/context.js';
 import type { Logger } from '../log.js';
 import type { HeldCallRepository, SharedHeldCall } from '../store/repositories.js';
@@ -47,6 +47,15 @@ export interface HoldInput {
 /** Decided calls are kept this long (and at most HISTORY of them) for the lists; the log keeps every decision. */
 const HISTORY_MS = 60 * 60 * 1000;
 const HISTORY = 500;
+
+/**
+ * The most a held call may carry, as JSON: its arguments, and its tool's name. A person reads
+ * every character before saying yes, and svc keeps each call (in memory, and on a team server in
+ * the shared store) for an hour after it ends; without a bound an app that ends its own calls
+ * could make svc keep HISTORY times the proxy's body limit (gigabytes).
+ */
+export const MAX_HELD_ARGUMENTS = 64 * 1024;
+export const MAX_HELD_TOOL_NAME = 256;
 
 /** How often the shared store's history is trimmed (at most). */
 const PRUNE_SHARED_MS = 60_000;
@@ -98,6 +107,13 @@ export class HeldCalls {
    * call (it never runs unasked).
    */
   async hold(input: HoldInput): Promise<{ call: HeldCallView; outcome: Promise<HeldOutcome> }> {
+    const size = JSON.stringify(input.arguments ?? {}).length;
+    if (size > MAX_HELD_ARGUMENTS || input.tool.length > MAX_HELD_TOOL_NAME) {
+      throw new AppError(
+        'payload_too_large',
+        `A call that waits for the person's approval may carry at most ${MAX_HELD_ARGUMENTS} characters of arguments and a tool name of ${MAX_HELD_TOOL_NAME}; this one has ${size} and ${input.tool.length}. It was not held and did not run.`,
+      );
+    }
     this.prune();
     const now = this.clock();
     let settle!: (o: HeldOutcome) => void;

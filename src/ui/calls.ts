@@ -4,7 +4,7 @@ import type { Middleware } from 'koa';
 import { csrfToken, sessionUser } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
-import { argumentsText } from '../mcp/display.js';
+import { argumentsText, visibleText } from '../mcp/display.js';
 import type { HeldCalls } from '../mcp/held-calls.js';
 import type { HeldCallView } from '../mcp/policy-schemas.js';
 import type { UserRecord } from '../store/schema.js';
@@ -49,7 +49,7 @@ function pendingHtml(calls: HeldCallView[], csrf: string, now: number): SafeHtml
   if (calls.length === 0) return html`<p class="muted" id="none">No tool calls are waiting for you.</p>`;
   return html`${calls.map(
     (c) => html`<section class="call" data-call="${c.id}" aria-labelledby="call-${c.id}">
-<h2 id="call-${c.id}"><strong>${appOf(c)}</strong> wants to run <code class="tool">${c.tool}</code></h2>
+<h2 id="call-${c.id}"><strong>${appOf(c)}</strong> wants to run <code class="tool">${visibleText(c.tool)}</code></h2>
 <p>On <strong>${c.instance_name}</strong> · client <code>${c.app_client_id}</code> · ${c.via === 'rest' ? 'REST execute' : 'MCP'} · grant <a href="/ui/grants/tools?id=${encodeURIComponent(c.access_request_id)}" title="Change this grant's tool choices"><code>${c.access_request_id.slice(0, 8)}</code></a></p>
 <p class="done">Held at <time>${c.created_at}</time>; answered for the app as “nobody answered” in <span class="left">${secondsLeft(c, now)}</span> s unless you decide.</p>
 <pre class="args" aria-label="Arguments">${argumentsText(c.arguments)}</pre>
@@ -64,7 +64,7 @@ function pendingHtml(calls: HeldCallView[], csrf: string, now: number): SafeHtml
 function decidedHtml(calls: HeldCallView[]): SafeHtml {
   if (calls.length === 0) return html``;
   return html`<h2>Decided in the last hour</h2><ul class="done" id="decided">${calls.map(
-    (c) => html`<li data-call="${c.id}" data-status="${c.status}"><code>${c.tool}</code> for <strong>${appOf(c)}</strong>: ${c.status}${c.decided_by ? html` by ${c.decided_by}` : ''}${c.reason ? html` (${c.reason})` : ''}</li>`,
+    (c) => html`<li data-call="${c.id}" data-status="${c.status}"><code>${visibleText(c.tool)}</code> for <strong>${appOf(c)}</strong>: ${c.status}${c.decided_by ? html` by ${c.decided_by}` : ''}${c.reason ? html` (${c.reason})` : ''}</li>`,
   )}</ul>`;
 }
 
@@ -114,8 +114,8 @@ ${notice ? html`<p class="notice${notice.error ? ' error' : ''}" role="${notice.
     if (decided) {
       try {
         const call = await held.get(user, decided);
-        if (call.status === 'approved' || (call.status === 'failed' && call.decided_by)) notice = { text: `Approved ${call.tool} for ${appOf(call)}: it runs once, exactly as shown.` };
-        else if (call.status === 'denied') notice = { text: `Denied ${call.tool} for ${appOf(call)}: it did not run.` };
+        if (call.status === 'approved' || (call.status === 'failed' && call.decided_by)) notice = { text: `Approved ${visibleText(call.tool)} for ${appOf(call)}: it runs once, exactly as shown.` };
+        else if (call.status === 'denied') notice = { text: `Denied ${visibleText(call.tool)} for ${appOf(call)}: it did not run.` };
       } catch {
         /* gone from the history: nothing to say */
       }
