@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
+import { eventually } from './helpers/wait.js';
 
 /** A bare MCP server (JSON answers, no sessions) whose tools/call finds its tool by the NFKC, lower-case name. */
 async function startLenientServer() {
@@ -98,5 +99,17 @@ describe('a tool choice holds for the tool however the app spells its name', () 
     // a tool the person allowed still runs
     await callTool('read_notes');
     expect(lenient.ran).toEqual(['read_notes']);
+  }, 60_000);
+
+  it('delete_note left to its annotations (ask): Delete_Note is held for the person as well, and shown as spelt', async () => {
+    const set = await alice.put(`/svc/v1/access-requests/${grant}/tools`, { [instance]: { tools: { delete_note: null } } });
+    expect(set.status, set.text).toBe(200);
+    const before = lenient.ran.length;
+    const answer = callTool('Delete_Note');
+    const call = await eventually(async () => ((await alice.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string }[])[0], 'a held call');
+    expect(call.tool).toBe('Delete_Note');
+    expect((await alice.post(`/svc/v1/calls/${call.id}/deny`, {})).status).toBe(200);
+    expect((await answer).text).toMatch(/declined/);
+    expect(lenient.ran.length).toBe(before);
   }, 60_000);
 });

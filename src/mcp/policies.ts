@@ -68,6 +68,12 @@ export function mergePolicies(current: Record<string, ToolPolicy> | undefined, i
   return Object.fromEntries(out);
 }
 
+/** A tool name as a loose server may match it: compatibility-normalized, without invisible characters, in one case. */
+export const foldName = (name: string) => name.normalize('NFKC').replace(/\p{Cf}/gu, '').toLowerCase().toUpperCase();
+
+const STRICTNESS: Record<ToolChoice, number> = { allow: 0, ask: 1, deny: 2 };
+const stricter = (a: ToolChoice, b: ToolChoice): ToolChoice => (STRICTNESS[b] > STRICTNESS[a] ? b : a);
+
 /** The instance ids a grant names. */
 export const grantedIds = (record: Pick<AccessRequestRecord, 'approved'>) => new Set(record.approved?.mcp_servers.flatMap((s) => s.instance_ids) ?? []);
 
@@ -142,9 +148,22 @@ export class ToolPolicies {
     return after ? (after.annotations ?? {}) : undefined;
   }
 
-  /** This grant's choice for one tool of one of its instances. */
+  /**
+   * This grant's choice for one tool of one of its instances. A name the instance does not list
+   * that reads as one it lists, or as one the person chose for, in another case, width or with
+   * invisible characters (`DELETE_NOTE`, `ｄelete_note`) gets the strictest of their choices: a
+   * server that matches names loosely would run that tool.
+   */
   async choose(record: AccessRequestRecord, instance: McpInstanceRecord, tool: string): Promise<ToolChoice> {
-    return setChoice(record, instance, tool) ?? defaultChoice(await this.hintsFor(instance, tool));
+    let choice = setChoice(record, instance, tool) ?? defaultChoice(await this.hintsFor(instance, tool));
+    const listed = (await this.repos.mcpTools.get(instance.id))?.tools ?? [];
+    if (choice === 'deny' || listed.some((t) => t.name === tool)) return choice;
+    const folded = foldName(tool);
+    for (const t of listed) if (foldName(t.name) === folded) choice = stricter(choice, effectiveChoice(record, instance, t.name, t.annotations));
+    for (const name of Object.keys(own(record.tool_policies, instance.id)?.tools ?? {})) {
+      if (name !== tool && foldName(name) === folded) choice = stricter(choice, setChoice(record, instance, name) ?? choice);
+    }
+    return choice;
   }
 
   private toolView(record: Pick<AccessRequestRecord, 'tool_policies'> | undefined, instance: McpInstanceRecord, t: CachedTool): ReviewTool {
