@@ -138,6 +138,18 @@ describe('held calls in svc review', () => {
   });
 });
 
+describe('a long argument in svc review', () => {
+  it('Enter shows the whole of an argument wider than the terminal: the end of a long command is not cut off', async () => {
+    const client = new CallsClient();
+    client.calls.push(held({ tool: 'run_shell', arguments: { command: `ls ${'-l '.repeat(40)}&& rm -rf ~/notes` } }));
+    const ui = mount(client);
+    await ui.see('HELD TOOL CALLS');
+    await ui.press(KEY.enter);
+    await ui.see('Arguments (exactly what runs if you approve):');
+    expect(ui.frame().replace(/\s+/g, '')).toContain('&&rm-rf~/notes');
+  });
+});
+
 describe('tool choices in the detail of a request', () => {
   it('lists each instance\'s tools with their choice and hints; space changes a tool\'s choice; approve sends what changed', async () => {
     const client = new FakeClient();
