@@ -14,6 +14,15 @@ export interface HeldCallRowsProps {
   color: boolean;
 }
 
+/** `line` in rows of at most `cols` characters (a character is never split). */
+function rowsOf(line: string, cols: number): string[] {
+  const chars = Array.from(line);
+  if (chars.length <= cols) return [line];
+  const rows: string[] = [];
+  for (let i = 0; i < chars.length; i += cols) rows.push(chars.slice(i, i + cols).join(''));
+  return rows;
+}
+
 /** The arguments on one line, every invisible character shown as its escape, then made inert. */
 const oneLine = (args: unknown, max: number) => safe(argumentsText(args, 0), max);
 
@@ -85,7 +94,8 @@ export function CallDetail({ call, now, width, height, color }: CallDetailProps)
       </Box>
     </Box>
   );
-  const lines = argumentsText(call.arguments).split('\n');
+  // a line wider than the screen is cut into rows, never cut off: its end may be what matters
+  const lines = argumentsText(call.arguments).split('\n').flatMap((line) => rowsOf(safe(line, line.length + 1), Math.max(10, width - 2)));
   const room = Math.max(1, height - 7);
   const shown = lines.length > room ? lines.slice(0, room - 1) : lines;
   return (
@@ -97,9 +107,9 @@ export function CallDetail({ call, now, width, height, color }: CallDetailProps)
       {field('Time left', countdown(secondsUntil(call.expires_at, now)))}
       <Text {...tone(color, 'title')}>Arguments (exactly what runs if you approve):</Text>
       {shown.map((line, i) => (
-        <Text key={i} wrap="truncate-end">
+        <Text key={i} wrap="wrap">
           {'  '}
-          {safe(line, 1000)}
+          {line}
         </Text>
       ))}
       {shown.length < lines.length ? <Text {...tone(color, 'muted')}>  … {lines.length - shown.length} more lines (svc calls list --json shows all)</Text> : null}
