@@ -2,7 +2,7 @@ import type { BearerGrant } from '../http/context.js';
 import type { Repositories } from '../store/repositories.js';
 import type { McpInstanceRecord, ToolChoice } from '../store/schema.js';
 import type { HeldCalls, HeldOutcome } from './held-calls.js';
-import { grantedIds, listFilter, setChoice, type ToolPolicies } from './policies.js';
+import { grantedIds, listFilter, type ToolPolicies } from './policies.js';
 import type { HeldCallView } from './policy-schemas.js';
 import type { SessionOwners } from './session-owners.js';
 
@@ -61,7 +61,8 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
       if (fresh?.status !== 'approved') return 'the grant ended before the call could run';
       if (!now || now.owner_id !== grant.user.id || !grantedIds(fresh).has(now.id)) return 'the instance is gone from the grant';
       if (!now.enabled) return 'the instance was disabled before the call could run';
-      if (setChoice(fresh, now, tool) === 'deny') return 'the tool was denied before the call could run';
+      // as the call was chosen: a name spelt another way than a tool now denied is denied too
+      if ((await deps.policies.choose(fresh, now, tool)) === 'deny') return 'the tool was denied before the call could run';
       return null;
     },
     sessionUsable: (sessionId) => deps.sessions.usableBy(instance.id, sessionId, record.id),
