@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
-import { Api, userApi } from './helpers/http.js';
+import { aliceWithInstanceKey, Api } from './helpers/http.js';
 import { startRiskyServer } from './helpers/risky-mcp.js';
 import { eventually } from './helpers/wait.js';
 
@@ -18,12 +18,7 @@ let key: string;
 beforeAll(async () => {
   risky = await startRiskyServer();
   d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0, notify: false } });
-  const admin = await new Api(d.url).login('admin', d.adminPassword);
-  alice = await userApi(d.url, admin, 'alice', 'user');
-  instance = (await alice.post('/svc/v1/mcps', { name: 'notes', url: risky.url })).body.instance.id as string;
-  const created = await alice.post('/svc/v1/keys', { name: 'notes key', mcp_servers: [{ url: risky.url, instance_ids: [instance] }] });
-  expect(created.status, created.text).toBe(201);
-  key = created.body.key as string;
+  ({ alice, instance, key } = await aliceWithInstanceKey(d.url, d.adminPassword, risky.url, 'notes'));
 }, 60_000);
 
 afterAll(async () => {

@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
-import { Api, userApi } from './helpers/http.js';
+import { aliceWithInstanceKey, Api } from './helpers/http.js';
 import { eventually } from './helpers/wait.js';
 
 /** A bare MCP server (JSON answers, no sessions) whose tools/call finds its tool by the NFKC, lower-case name. */
@@ -64,13 +64,7 @@ let grant: string;
 beforeAll(async () => {
   lenient = await startLenientServer();
   d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0, notify: false, callApprovalTimeoutS: 5 } });
-  const admin = await new Api(d.url).login('admin', d.adminPassword);
-  alice = await userApi(d.url, admin, 'alice', 'user');
-  instance = (await alice.post('/svc/v1/mcps', { name: 'lenient', url: lenient.url })).body.instance.id as string;
-  const created = await alice.post('/svc/v1/keys', { name: 'k', mcp_servers: [{ url: lenient.url, instance_ids: [instance] }] });
-  expect(created.status, created.text).toBe(201);
-  key = created.body.key as string;
-  grant = created.body.access_request_id as string;
+  ({ alice, instance, key, grant } = await aliceWithInstanceKey(d.url, d.adminPassword, lenient.url, 'lenient'));
 }, 60_000);
 
 afterAll(async () => {

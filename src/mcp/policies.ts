@@ -155,9 +155,13 @@ export class ToolPolicies {
    * server that matches names loosely would run that tool.
    */
   async choose(record: AccessRequestRecord, instance: McpInstanceRecord, tool: string): Promise<ToolChoice> {
-    let choice = setChoice(record, instance, tool) ?? defaultChoice(await this.hintsFor(instance, tool));
+    const set = setChoice(record, instance, tool);
+    // hints are found for a tool the instance lists (undefined: it does not)
+    const hints = set === undefined ? await this.hintsFor(instance, tool) : undefined;
+    let choice = set ?? defaultChoice(hints);
+    if (choice === 'deny' || hints !== undefined) return choice;
     const listed = (await this.repos.mcpTools.get(instance.id))?.tools ?? [];
-    if (choice === 'deny' || listed.some((t) => t.name === tool)) return choice;
+    if (listed.some((t) => t.name === tool)) return choice;
     const folded = foldName(tool);
     for (const t of listed) if (foldName(t.name) === folded) choice = stricter(choice, effectiveChoice(record, instance, t.name, t.annotations));
     for (const name of Object.keys(own(record.tool_policies, instance.id)?.tools ?? {})) {

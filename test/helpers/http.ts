@@ -81,6 +81,21 @@ export async function userApi(baseUrl: string, admin: Api, username: string, rol
   return new Api(baseUrl).login(username, password);
 }
 
+/**
+ * A user `alice` (made by the admin) who owns an MCP instance of the server at `mcpUrl`, and an API
+ * key of hers for it: an app's grant on that one instance.
+ */
+export async function aliceWithInstanceKey(baseUrl: string, adminPassword: string, mcpUrl: string, name: string) {
+  const admin = await new Api(baseUrl).login('admin', adminPassword);
+  const alice = await userApi(baseUrl, admin, 'alice', 'user');
+  const made = await alice.post('/svc/v1/mcps', { name, url: mcpUrl });
+  if (made.status !== 201) throw new Error(`add the MCP instance: ${made.status} ${made.text}`);
+  const instance = made.body.instance.id as string;
+  const created = await alice.post('/svc/v1/keys', { name: `${name} key`, mcp_servers: [{ url: mcpUrl, instance_ids: [instance] }] });
+  if (created.status !== 201) throw new Error(`make the key: ${created.status} ${created.text}`);
+  return { alice, instance, key: created.body.key as string, grant: created.body.access_request_id as string };
+}
+
 export const expectErrorShape = (body: any) =>
   typeof body?.error?.message === 'string' && typeof body?.error?.type === 'string' && typeof body?.error?.code === 'string';
 
