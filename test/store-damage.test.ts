@@ -284,21 +284,63 @@ describe('db.json replaced by an older copy of itself (the store goes back in ti
   });
 });
 
-describe("a journal file from another data dir", () => {
-  // Known hole: journal lines carry no mark of the store they belong to, so another store's file
-  // whose changes are numbered alike is loaded as this store's. `it.fails` keeps it in view; it
-  // turns into a failing test (to be made a plain `it`) once lines are bound to their store.
-  it.fails("copied in over this store's own file of the same name (same changes numbered alike): refused, never loaded as this store's changes", async () => {
-    const dir = await threeJournalFiles();
-    // another store, its changes numbered as this one's
+describe('a journal file or db.json from another data dir: refused, never loaded as this store\'s changes', () => {
+  /** Another store in `other`, its changes numbered as those of threeJournalFiles(). */
+  async function anotherStore(): Promise<string> {
     const other = await tempDir();
     const o = await open(other);
     for (let i = 1; i <= 5; i++) await o.update((tx) => tx.put('users', user(`u${i}`)));
     const o2 = await open(other);
     for (let i = 6; i <= 8; i++) await o2.update((tx) => tx.put('users', user(`intruder${i}`)));
     expect(await journals(other)).toEqual(['db.journal.1', 'db.journal.6']);
-    await writeFile(path.join(dir, 'db.journal.6'), await readFile(path.join(other, 'db.journal.6')));
-    await refusal(dir);
+    return other;
+  }
+
+  it("copied in over this store's own file of the same name (same changes numbered alike)", async () => {
+    const dir = await threeJournalFiles();
+    const other = await anotherStore();
+    const copied = path.join(dir, 'db.journal.6');
+    await writeFile(copied, await readFile(path.join(other, 'db.journal.6')));
+    const err = await refusal(dir);
+    expect(err.file).toBe(copied);
+    expect(err.message).toContain(`The store's journal ${copied} does not belong with the rest of the store: line 1 (change 6) checks out, but it follows another change 5 than this store's`);
+    expect(err.message).toContain('svc will not start, and has changed no file.');
+    // the way out that loses least goes on from change 5, as for a damaged line
+    expect(err.message).toContain('loses changes 6 to 10 (5 changes)');
+    follow(err);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 5));
+  });
+
+  it("another store's db.json put beside this store's journal: the first change after it does not follow it", async () => {
+    const dir = await threeJournalFiles();
+    const other = await anotherStore();
+    // both db.json files are the first snapshot of a new store (change 0), so only their chains differ
+    await writeFile(path.join(dir, 'db.json'), await readFile(path.join(other, 'db.json')));
+    const err = await refusal(dir);
+    expect(err.message).toContain(`line 1 (change 1) checks out, but it follows another change 0 than the one ${path.join(dir, 'db.json')} holds`);
+  });
+
+  it('a store an older svc wrote (lines that name nothing, a snapshot without a chain) loads, and its next changes are chained', async () => {
+    const dir = await tempDir();
+    // the older format: [seq, ops] lines, and a db.json without journal_chain
+    const snapshot = JSON.stringify({ journal_seq: 0, meta: null, users: [], sessions: [], mcp_instances: [], access_requests: [] });
+    await writeFile(path.join(dir, 'db.json'), `${snapshot}\n`);
+    const old = (seq: number) => {
+      const json = JSON.stringify([seq, [['p', 'users', `u${seq}`, user(`u${seq}`)]]]);
+      return `${json}\t${createHash('sha256').update(json).digest('base64url').slice(0, 16)}\n`;
+    };
+    await writeFile(path.join(dir, 'db.journal.1'), old(1) + old(2));
+    const s = await open(dir);
+    expect(ids(s)).toEqual(range(1, 2));
+    await s.update((tx) => tx.put('users', user('u3')));
+    expect(await journals(dir)).toEqual(['db.journal.1', 'db.journal.3']);
+    const olderLast = (await readFile(path.join(dir, 'db.journal.1'), 'utf8')).trimEnd().split('\n')[1];
+    const [json, digest] = (await readFile(path.join(dir, 'db.journal.3'), 'utf8')).trimEnd().split('\t');
+    // the new line follows the older one's digest, and still ends in its own JSON's digest, as an older svc checks
+    expect(JSON.parse(json)[2]).toBe(olderLast.split('\t')[1]);
+    expect(createHash('sha256').update(json).digest('base64url').slice(0, 16)).toBe(digest);
+    await s.close();
+    expect(ids(await openAgain(dir))).toEqual(range(1, 3));
   });
 });
 

@@ -1,7 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { FileWriteError, fsyncDir, lineDigest, nodeFs, type StoreFs } from './durable-file.js';
-import { damagedLine, type JournalRef, lostEnd, missingChanges, outOfOrder, snapshotsMissing } from './recovery.js';
+import { damagedLine, type JournalRef, lostEnd, missingChanges, outOfOrder, snapshotsMissing, unlinkedLine } from './recovery.js';
 import { bumpSeqFile, readSeqFile, writeSeqFileDurably } from './seq-file.js';
 import { readSnapshot, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
 import { COLLECTION_KEYS, type Op } from './tables.js';
@@ -40,8 +41,17 @@ interface JournalLine {
   offset: number;
   end: number;
   /** null: the line does not check out */
-  entry: [number, Op[]] | null;
+  entry: Entry | null;
+  /** the digest the line ends in: what the next line names as the one it follows */
+  digest: string;
 }
+
+/**
+ * A journal entry: the change's number, its operations, and the digest of the line of the change
+ * before it (the snapshot's chain for the first change after a new store's first snapshot).
+ * Lines an older svc wrote have no third element.
+ */
+type Entry = [seq: number, ops: Op[], follows?: string];
 
 /**
  * The store on disk: `db.json`, a snapshot in lowdb's JSON shape that names the last change it
@@ -56,6 +66,13 @@ interface JournalLine {
  * system has none), rename, fsync of the directory. Journal files are deleted only once
  * `db.json.bak` holds all they carry, so the last good copy plus the journal is always the whole
  * store.
+ *
+ * Every line names the digest of the line before it (the change before it), and each snapshot
+ * the digest of its last change's line; a new store's first snapshot names a random value of its
+ * own. So a line that follows a change other than this store's (a journal file copied in from
+ * another data dir, or another store's db.json put beside this journal) is refused at start, as
+ * damage is. Lines an older svc wrote name nothing and are not checked so; each line still ends
+ * in the digest of its own JSON, as before, so an older svc reads the new lines too.
  *
  * At start the snapshot is read and every later journal line replayed in order. Only a last
  * piece without its newline is a torn append (a crash in the middle of it; never acknowledged),
@@ -87,6 +104,8 @@ export class JournalFiles implements StoreBackend {
   private compaction: Promise<void> | null = null;
   /** why the last background snapshot failed, until one succeeds */
   lastCompactionError: unknown = null;
+  /** the digest of the last change's line (or the snapshot's chain): what the next line follows */
+  private chain: string | undefined;
 
   constructor(
     private readonly dataDir: string,
@@ -140,6 +159,9 @@ export class JournalFiles implements StoreBackend {
   }
 
   private async replay(contents: StoreContents, recorded: number | null): Promise<void> {
+    this.chain = contents.chain;
+    // the last line read, in any file: the change it holds and its digest
+    let last: { seq: number; digest: string } | null = null;
     for (const [i, journal] of this.journals.entries()) {
       const next = this.journals[i + 1];
       if (journal.first > contents.seq + 1) {
@@ -176,14 +198,36 @@ export class JournalFiles implements StoreBackend {
             dataDir: this.dataDir,
           });
         }
-        const [seq, ops] = line.entry;
+        const [seq, ops, follows] = line.entry;
         // Within a file, changes follow on one by one from the one it is named for.
         if (seq !== previous + 1) throw outOfOrder({ journal, line: line.n, seq, expected: previous + 1 });
         previous = seq;
+        // ...and each follows this store's line of the change before it: the snapshot's, for the
+        // first change after it (what is replayed goes on from the snapshot), else the line read
+        // last, when it held that change
+        const before = seq - 1 === this.snapshotSeq && contents.chain !== undefined ? contents.chain : last?.seq === seq - 1 ? last.digest : undefined;
+        if (follows !== undefined && before !== undefined && follows !== before) {
+          throw unlinkedLine({
+            journal,
+            line: line.n,
+            offset: line.offset,
+            seq,
+            snapshotSeq: this.snapshotSeq,
+            fileLast: Math.max(seq, lastSeqOf(lines), next ? next.first - 1 : 0),
+            later: this.journals.slice(i + 1),
+            lastKnown: await this.lastKnown(i, recorded, lines),
+            recorded,
+            dataDir: this.dataDir,
+            fromSnapshot: seq - 1 === this.snapshotSeq && contents.chain !== undefined,
+            storeFile: this.file,
+          });
+        }
+        last = { seq, digest: line.digest };
         if (seq <= this.snapshotSeq) continue;
         if (seq !== contents.seq + 1) throw outOfOrder({ journal, line: line.n, seq, expected: contents.seq + 1 });
         applyOps(contents, ops);
         contents.seq = seq;
+        this.chain = line.digest;
         this.journalBytes += line.end - line.offset;
       }
     }
@@ -203,12 +247,19 @@ export class JournalFiles implements StoreBackend {
   async append(seq: number, ops: Op[], current: () => StoreContents): Promise<void> {
     if (this.refused) throw new Error(`refusing to write over the unreadable store ${this.file}`);
     if (!this.handleFile) {
-      // The first write of a new store: a snapshot to start from, so the layout is always snapshot + journal.
-      if (!this.snapshotExists) await this.writeSnapshot(current());
+      // The first write of a new store: a snapshot to start from, so the layout is always snapshot
+      // + journal. Its chain is a value of this store's own, so that even a first change made
+      // alike in two stores has lines of its own in each.
+      if (!this.snapshotExists) {
+        this.chain = randomBytes(12).toString('base64url');
+        await this.writeSnapshot(this.withChain(current()));
+      }
       await this.openJournal(seq);
     }
-    const json = JSON.stringify([seq, ops]);
-    const line = Buffer.from(`${json}\t${lineDigest(json)}\n`);
+    const entry: Entry = this.chain === undefined ? [seq, ops] : [seq, ops, this.chain];
+    const json = JSON.stringify(entry);
+    const digest = lineDigest(json);
+    const line = Buffer.from(`${json}\t${digest}\n`);
     this.wrote = true;
     const file = this.handleFile;
     let handle: FileHandle | undefined;
@@ -224,6 +275,7 @@ export class JournalFiles implements StoreBackend {
     }
     this.length += line.length;
     this.journalBytes += line.length;
+    this.chain = digest;
     await bumpSeqFile(this.dataDir, seq, this.fs);
   }
 
@@ -272,7 +324,7 @@ export class JournalFiles implements StoreBackend {
 
   async afterAppend(current: () => StoreContents): Promise<void> {
     if (this.compaction || this.journalBytes < this.threshold()) return;
-    const contents = current();
+    const contents = this.withChain(current());
     // Later changes go to a new file, so the snapshot of `contents` can be written while they keep coming.
     try {
       await this.openJournal(contents.seq + 1);
@@ -305,7 +357,7 @@ export class JournalFiles implements StoreBackend {
     // A process that wrote nothing (a refused start, a read-only tool) leaves every file as it was.
     if (!this.wrote || this.refused || !current) return;
     await this.supersedeUncut().catch((err) => this.noteCompactionError(err));
-    const contents = current();
+    const contents = this.withChain(current());
     if (this.journalBytes > 0) {
       this.journalBytes = 0;
       await this.writeSnapshot(contents).catch((err) => this.noteCompactionError(err));
@@ -314,6 +366,15 @@ export class JournalFiles implements StoreBackend {
   }
 
   /** Writes `contents` as the new db.json, keeping the old one as db.json.bak, then drops journals the backup no longer needs. */
+  /**
+   * The store's contents with the journal's chain at their last change. Taken when the contents
+   * are: changes are appended and applied one group at a time and the contents taken between two,
+   * and a snapshot written in the background must not pick up the chain of a later change.
+   */
+  private withChain(contents: StoreContents): StoreContents {
+    return { ...contents, chain: this.chain };
+  }
+
   private async writeSnapshot(contents: StoreContents): Promise<void> {
     let bytes = 0;
     try {
@@ -387,20 +448,22 @@ function splitLines(buf: Buffer): JournalLine[] {
   while (offset < buf.length) {
     const newline = buf.indexOf(10, offset);
     if (newline < 0) break;
-    lines.push({ n: lines.length + 1, offset, end: newline + 1, entry: parseLine(buf.toString('utf8', offset, newline)) });
+    const text = buf.toString('utf8', offset, newline);
+    lines.push({ n: lines.length + 1, offset, end: newline + 1, entry: parseLine(text), digest: text.slice(text.lastIndexOf('\t') + 1) });
     offset = newline + 1;
   }
   return lines;
 }
 
-function parseLine(line: string): [number, Op[]] | null {
+function parseLine(line: string): Entry | null {
   const tab = line.lastIndexOf('\t');
   if (tab < 0) return null;
   const json = line.slice(0, tab);
   if (lineDigest(json) !== line.slice(tab + 1)) return null;
   try {
-    const entry = JSON.parse(json) as [number, Op[]];
-    return Array.isArray(entry) && Number.isInteger(entry[0]) && Array.isArray(entry[1]) ? entry : null;
+    const entry = JSON.parse(json) as Entry;
+    const follows = entry[2];
+    return Array.isArray(entry) && Number.isInteger(entry[0]) && Array.isArray(entry[1]) && (follows === undefined || typeof follows === 'string') ? entry : null;
   } catch {
     return null;
   }

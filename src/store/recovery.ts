@@ -47,7 +47,16 @@ export function damagedLine(d: DamagedLine): CorruptStoreError {
   return new CorruptStoreError(d.journal.file, `journal line ${d.line} does not check out`, undefined, `${head} ${damagedWayOut(d)}`);
 }
 
-function damagedWayOut(d: DamagedLine): string {
+/** A journal line that checks out but follows another change than this store's (journal.ts). */
+export function unlinkedLine(d: DamagedLine & { fromSnapshot: boolean; storeFile: string }): CorruptStoreError {
+  const where = d.fromSnapshot
+    ? `it follows another change ${d.seq - 1} than the one ${d.storeFile} holds: one of the two was copied in from another data dir, or ${path.basename(d.storeFile)} was put back from another time`
+    : `it follows another change ${d.seq - 1} than this store's: the file was copied in from another data dir, or a file before it was replaced`;
+  const head = `The store's journal ${d.journal.file} does not belong with the rest of the store: line ${d.line} (change ${d.seq}) checks out, but ${where}. ${NOTHING_CHANGED}`;
+  return new CorruptStoreError(d.journal.file, `journal line ${d.line} follows another store's change`, undefined, `${head} If you know which file belongs here, put it back and start again. ${damagedWayOut(d, `Change ${d.seq} is not this store's.`)}`);
+}
+
+function damagedWayOut(d: DamagedLine, unreadable = `Change ${d.seq} cannot be read.`): string {
   if (d.fileLast <= d.snapshotSeq) {
     return `${path.basename(d.journal.file)} holds only changes db.json already has (it is kept for db.json.bak), so starting without it loses nothing. Move it aside, then start again.${commands([moveAside(d.journal.file)])}`;
   }
@@ -65,7 +74,7 @@ function damagedWayOut(d: DamagedLine): string {
   const forget = d.recorded !== null && d.recorded >= from ? [moveAside(path.join(d.dataDir, SEQ_FILE), '.old')] : [];
   const laterNote = d.later.length > 0 || !newest ? ' Every later change was made on top of it, so none can be applied without it.' : '';
   return (
-    `Change ${d.seq} cannot be read.${laterNote} The store can go on only from change ${from - 1}, which loses ${changes(from, Math.max(from, d.lastKnown))}. ` +
+    `${unreadable}${laterNote} The store can go on only from change ${from - 1}, which loses ${changes(from, Math.max(from, d.lastKnown))}. ` +
     `If you have a backup of the data dir, restore this file from it instead. To go on from change ${from - 1}: cut the file before line ${d.line}` +
     (d.later.length > 0 ? ', move every later journal file aside' : '') +
     (forget.length > 0 ? `, and move ${SEQ_FILE} aside (it records that the lost changes were made)` : '') +
