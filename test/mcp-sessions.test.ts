@@ -1,12 +1,13 @@
 /**
  * An MCP session (2025-11-25 era) belongs to the grant that began it: another app's grant on the
  * same instance that learned its id cannot use it (it would read that app's stream), through the
- * real daemon and a stateful MCP SDK server on 127.0.0.1, driven by the MCP SDK client.
+ * real daemon and a stateful MCP SDK server on 127.0.0.1, driven by the MCP SDK client. The app
+ * gets an id bound to its grant, never the server's, so the binding outlives a restart.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
+import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
 
@@ -14,14 +15,17 @@ describe('MCP sessions and the grants that began them', () => {
   let d: TestDaemon;
   let mcp: Awaited<ReturnType<typeof startMcpServer>>;
   let proxyUrl: string;
+  let instance: string;
+  let dataDir: string;
   const keys: Record<'a' | 'b', string> = { a: '', b: '' };
 
   beforeAll(async () => {
-    d = await startTestDaemon();
+    dataDir = await tempDir();
+    d = await startTestDaemon({ dataDir });
     mcp = await startMcpServer({ stateful: true });
     const admin = await new Api(d.url).login('admin', d.adminPassword);
     const alice = await userApi(d.url, admin, 'alice', 'user');
-    const instance = (await alice.post('/svc/v1/mcps', { name: 'files', url: mcp.url })).body.instance.id as string;
+    instance = (await alice.post('/svc/v1/mcps', { name: 'files', url: mcp.url })).body.instance.id as string;
     proxyUrl = `${d.url}/svc/v1/apps/mcps/${instance}/mcp`;
     // two apps' grants on the same instance: two API keys
     for (const name of ['a', 'b'] as const) {
@@ -48,6 +52,9 @@ describe('MCP sessions and the grants that began them', () => {
     await client.connect(transport);
     const sessionId = transport.sessionId!;
     expect(sessionId).toBeTruthy();
+    // the app holds an id bound to its grant, not the server's own
+    const [serverId] = [...mcp.sessions.keys()].slice(-1);
+    expect(sessionId).not.toContain(serverId);
     const before = mcp.calls.length;
 
     const call = await post(keys.b, sessionId, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: { message: 'from b' } } });
@@ -58,6 +65,8 @@ describe('MCP sessions and the grants that began them', () => {
     const end = await fetch(proxyUrl, { method: 'DELETE', headers: { Authorization: `Bearer ${keys.b}`, 'Mcp-Session-Id': sessionId } });
     expect(end.status).toBe(404);
     expect(mcp.calls.slice(before)).toEqual([]);
+    // nor can A or B name the server's id, learned some other way: svc knows no such session
+    for (const key of [keys.a, keys.b]) expect((await post(key, serverId, { jsonrpc: '2.0', id: 10, method: 'ping' })).status).toBe(404);
 
     // the session is still A's, and works
     expect(await client.callTool({ name: 'echo', arguments: { message: 'from a' } })).toMatchObject({ content: [{ type: 'text' }] });
@@ -69,5 +78,21 @@ describe('MCP sessions and the grants that began them', () => {
     await other.callTool({ name: 'echo', arguments: { message: 'b again' } });
     await other.close();
     await client.close();
+  });
+
+  it('a session stays bound to its grant across a restart of svc: A goes on with it, B is still refused', async () => {
+    const client = new Client({ name: 'app-a', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(proxyUrl), { requestInit: { headers: { Authorization: `Bearer ${keys.a}` } } });
+    await client.connect(transport);
+    const sessionId = transport.sessionId!;
+    await d.stop();
+    d = await startTestDaemon({ dataDir });
+    proxyUrl = `${d.url}/svc/v1/apps/mcps/${instance}/mcp`;
+    const call = { jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'echo', arguments: { message: 'after the restart' } } };
+    const refused = await post(keys.b, sessionId, call);
+    expect(refused.status).toBe(404);
+    const goesOn = await post(keys.a, sessionId, call);
+    expect(goesOn.status, await goesOn.clone().text()).toBe(200);
+    expect(await goesOn.text()).toContain('after the restart');
   });
 });

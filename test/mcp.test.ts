@@ -188,9 +188,12 @@ describe('MCP for apps: REST endpoints and the Streamable HTTP proxy, through th
 
     const transport = client.transport as StreamableHTTPClientTransport;
     const sessionId = transport.sessionId!;
-    expect(stateful.sessions.has(sessionId)).toBe(true);
+    // the app holds an id bound to its grant; the server got its own id back on every request
+    const serverId = posts.at(-1)!.headers['mcp-session-id'] as string;
+    expect(sessionId).not.toBe(serverId);
+    expect(stateful.sessions.has(serverId)).toBe(true);
     await transport.terminateSession();
-    expect(stateful.sessions.has(sessionId)).toBe(false);
+    expect(stateful.sessions.has(serverId)).toBe(false);
     await client.close();
   });
 

@@ -12,6 +12,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import * as oidc from 'openid-client';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -25,6 +27,7 @@ import { startTestDaemon, tempDir, testClock, type TestDaemon } from './helpers/
 import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { startUpstream } from './helpers/upstream.js';
 import { startRiskyServer } from './helpers/risky-mcp.js';
+import { startMcpServer } from './helpers/mcp-servers.js';
 import { eventually } from './helpers/wait.js';
 import { Api, createBody } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
@@ -220,6 +223,34 @@ describe.skipIf(!available)('a team server: replicas on one PostgreSQL behind a 
       expect(refused.body).toMatchObject({ error: { code: 'grant_token_budget_exhausted' } });
     }
     expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
+  });
+
+  it('an MCP session begun through one replica goes on through the other, and stays its grant\'s on both', async () => {
+    const mcp = await startMcpServer({ stateful: true });
+    running.push({ stop: () => mcp.close() });
+    const team = await startTeam();
+    const admin = await team.api().login('admin', team.password);
+    const instance = (await admin.post('/svc/v1/mcps', { name: 'files', url: mcp.url })).body.instance.id as string;
+    const servers = [{ url: mcp.url, instance_ids: [instance] }];
+    const [a, b] = [await teamGrant(team, admin, { mcp_servers: servers }), await teamGrant(team, admin, { mcp_servers: servers })];
+    const url = new URL(`${team.balancer.url}/svc/v1/apps/mcps/${instance}/mcp`);
+    const client = new Client({ name: 'app-a', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: a.bearer } });
+    await client.connect(transport);
+    const from = team.balancer.history.length;
+    for (let i = 0; i < 4; i++) await client.callTool({ name: 'echo', arguments: { message: `call ${i}` } });
+    // round robin: the session's calls went through both replicas
+    expect(new Set(team.balancer.history.slice(from)).size).toBe(2);
+    for (let i = 0; i < 2; i++) {
+      const other = await fetch(url, {
+        method: 'POST',
+        headers: { ...b.bearer, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': transport.sessionId!, 'Mcp-Protocol-Version': '2025-11-25' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      });
+      expect(other.status).toBe(404);
+    }
+    expect(new Set(team.balancer.history.slice(-2)).size).toBe(2);
+    await client.close();
   });
 
   it('a tool call held by one replica is decided through the other, and the holding replica answers the app at once', async () => {

@@ -4,7 +4,7 @@ import type { McpInstanceRecord, ToolChoice } from '../store/schema.js';
 import type { HeldCalls, HeldOutcome } from './held-calls.js';
 import { grantedIds, listFilter, type ToolPolicies } from './policies.js';
 import type { HeldCallView } from './policy-schemas.js';
-import type { SessionOwners } from './session-owners.js';
+import type { SessionIds } from './session-ids.js';
 
 /**
  * What the MCP proxy and the REST tool endpoints ask before a tool runs, for one call of one
@@ -27,12 +27,10 @@ export interface ToolGate {
    * change meanwhile, and a person's yes is to the call, not to what the owner since turned off.
    */
   whyNotNow(tool: string): Promise<string | null>;
-  /** whether this grant may use an MCP session (one another grant began is not its own) */
-  sessionUsable(sessionId: string): boolean;
-  /** the server named a new session in its answer to this grant */
-  sessionBegun(sessionId: string): void;
-  /** the app ended the session (DELETE) */
-  sessionEnded(sessionId: string): void;
+  /** the server's id of the MCP session the app names, or null when it is not this grant's (session-ids.ts) */
+  sessionForServer(appSessionId: string): string | null;
+  /** the id the app is given for a session the server named in its answer to this grant */
+  sessionForApp(serverSessionId: string): string;
 }
 
 export interface GateDeps {
@@ -40,7 +38,7 @@ export interface GateDeps {
   held: HeldCalls;
   repos: Repositories;
   appName: (clientId: string) => Promise<string | null>;
-  sessions: SessionOwners;
+  sessions: SessionIds;
 }
 
 export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstanceRecord): ToolGate {
@@ -65,8 +63,7 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
       if ((await deps.policies.choose(fresh, now, tool)) === 'deny') return 'the tool was denied before the call could run';
       return null;
     },
-    sessionUsable: (sessionId) => deps.sessions.usableBy(instance.id, sessionId, record.id),
-    sessionBegun: (sessionId) => deps.sessions.begun(instance.id, sessionId, record.id),
-    sessionEnded: (sessionId) => deps.sessions.ended(instance.id, sessionId),
+    sessionForServer: (appSessionId) => deps.sessions.forServer(instance.id, record.id, appSessionId),
+    sessionForApp: (serverSessionId) => deps.sessions.forApp(instance.id, record.id, serverSessionId),
   };
 }

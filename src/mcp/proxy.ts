@@ -277,8 +277,9 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   }
   // A session another grant began is not this one's to use (its stream is that app's): unknown
   // here, as an MCP server answers a session it does not know, so a client starts its own.
-  const sessionId = ctx.get('mcp-session-id');
-  if (sessionId && !gate.sessionUsable(sessionId)) throw notFound('No such MCP session for this app; start a new one (initialize).');
+  const appSession = ctx.get('mcp-session-id');
+  const serverSession = appSession ? gate.sessionForServer(appSession) : undefined;
+  if (serverSession === null) throw notFound('No such MCP session for this app; start a new one (initialize).');
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
   let text = body ? decodeUtf8(body) : undefined;
@@ -339,11 +340,12 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   // The name as svc checked it, in one encoding, rather than the app's spelling of it (a server or
   // gateway that routes on the header then reads the tool svc allowed).
   if (headers['mcp-name'] && checkedName !== undefined) headers['mcp-name'] = encodeMcpName(checkedName);
+  if (serverSession) headers['mcp-session-id'] = serverSession;
   // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
   const secrets = credentialSecrets(Object.values(instanceHeaders));
-  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionBegun: (id) => gate.sessionBegun(id) };
+  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
   // The GET stream ends when svc stops: its upstream call is aborted, and the pump ends the answer.
@@ -355,7 +357,6 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     throw err;
   }
   if (release) afterAnswer(ctx, release);
-  if (method === 'DELETE' && sessionId && ctx.res.statusCode < 300) gate.sessionEnded(sessionId);
 }
 
 type RelayInput = {
@@ -367,8 +368,8 @@ type RelayInput = {
   secrets: string[];
   timeoutMs: number;
   abort: ClientGone;
-  /** the server named a session in its answer */
-  sessionBegun?: (sessionId: string) => void;
+  /** the id the app is given for a session the server named in its answer (none: the header is dropped) */
+  sessionForApp?: (serverSessionId: string) => string;
 };
 
 /** How often a held call that streams tells the app it still waits. */
@@ -449,7 +450,7 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
  * streamed). `into`: a stream svc already answers with (a held call's), which the upstream's answer
  * then ends.
  */
-async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort, sessionBegun }: RelayInput, into?: ServerResponse): Promise<void> {
+async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort, sessionForApp }: RelayInput, into?: ServerResponse): Promise<void> {
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',
@@ -488,7 +489,11 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     // place without changing what it says).
     if (value && !(secrets.length && scrubTextOfAll(value, secrets) !== value)) out[name] = value;
   }
-  if (out['mcp-session-id'] && upstream.statusCode < 300) sessionBegun?.(out['mcp-session-id']);
+  // the app never gets the server's own session id, only one bound to its grant
+  if (out['mcp-session-id']) {
+    if (sessionForApp) out['mcp-session-id'] = sessionForApp(out['mcp-session-id']);
+    else delete out['mcp-session-id'];
+  }
   if (whole) {
     // MCP servers answer a JSON-RPC error with 200: it counts as a failed call all the same.
     const failed = answeredWithError(whole);
