@@ -15,6 +15,8 @@ import * as oidc from 'openid-client';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Secret } from '../src/config.js';
+import { FIRST_START_HOLDER } from '../src/store/postgres/copy-target.js';
+import { LOCK_NAMESPACE, LOCKS } from '../src/store/postgres/migrations.js';
 import { type Balancer, startBalancer } from './helpers/balancer.js';
 import { cleanEnv, runSvc, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
@@ -24,6 +26,7 @@ import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { postgresBinDir, startPostgres, type TestPostgres } from './helpers/postgres.js';
 import { needs } from './helpers/requirements.js';
 import { startUpstream } from './helpers/upstream.js';
+import { eventually } from './helpers/wait.js';
 
 const available = needs(postgresBinDir() !== null, 'svc store copy (into PostgreSQL)', "PostgreSQL's server (initdb, pg_ctl)");
 
@@ -176,6 +179,31 @@ describe.skipIf(!available)("svc store copy: a data dir's store into a team's Po
     expect(again.stderr).toMatch(/The database at postgres:\/\/postgres:\*\*\*@.+ is not empty \(it holds users, .+\).+nothing was written/);
     expect(await databaseContents(database)).toEqual(before);
   }, 90_000);
+
+  it('waits for a replica in the middle of its first start on the same database, then finds its store and refuses, writing nothing', async () => {
+    const dataDir = await tempDir();
+    running.push({ stop: () => rm(dataDir, { recursive: true, force: true }) });
+    await (await startTestDaemon({ dataDir })).stop();
+    const database = await pgServer.createDatabase();
+    // a replica's first start, as far as the database sees it: the first-start lock held while it
+    // makes its store
+    const replica = new pg.Client(database);
+    await replica.connect();
+    running.push({ stop: () => replica.end() });
+    await replica.query('SELECT pg_advisory_lock($1, $2)', [LOCK_NAMESPACE, LOCKS.firstStart]);
+    const copy = runSvcInProcess(['store', 'copy', '--to', database, '--data-dir', dataDir], { env: cleanEnv({ SVC_MASTER_KEY: teamKey }) });
+    await eventually(async () => (await replica.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [FIRST_START_HOLDER])).rowCount === 1, 'the copy to wait for the first-start lock');
+    const before = await databaseContents(database);
+    // the replica makes its first admin, then lets the lock go
+    await replica.query("INSERT INTO users (key, record, username_lower) VALUES ('u-replica', '{\"id\":\"u-replica\"}'::jsonb, 'admin')");
+    await replica.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_NAMESPACE, LOCKS.firstStart]);
+    const refused = await copy;
+    expect(refused.exitCode, refused.stderr).toBe(1);
+    expect(refused.stderr).toMatch(/is not empty \(it holds users\): svc store copy writes only into a database no svc has used, so nothing was written/);
+    const after = await databaseContents(database);
+    expect(after.users).toHaveLength(1);
+    expect(Object.values(after).flat()).toHaveLength(Object.values(before).flat().length + 1);
+  });
 
   it('refuses without the team key, with a malformed URL, and on a data dir with no store, writing nothing', async () => {
     const dataDir = await tempDir();

@@ -56,8 +56,8 @@ export interface TeamStore {
 
 const SETUP_WAIT_MS = 120_000;
 
-async function holdSessionLock(url: string, key: number, stillWanted: () => void): Promise<() => Promise<void>> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: TIMEOUTS.connectMs, query_timeout: TIMEOUTS.queryMs, keepAlive: true, application_name: 'svc setup' });
+export async function holdSessionLock(url: string, key: number, stillWanted: () => void, applicationName = 'svc setup'): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: TIMEOUTS.connectMs, query_timeout: TIMEOUTS.queryMs, keepAlive: true, application_name: applicationName });
   client.on('error', () => undefined);
   await client.connect();
   try {

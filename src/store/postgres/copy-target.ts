@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { TargetNotEmptyError } from '../copy-image.js';
 import type { Repositories } from '../repositories.js';
-import { poolConfig, TIMEOUTS } from './connect.js';
-import { migrate, SchemaTooNewError } from './migrations.js';
+import { holdSessionLock, poolConfig, TIMEOUTS } from './connect.js';
+import { LOCKS, migrate, SchemaTooNewError } from './migrations.js';
 import { postgresRepositories, TABLES } from './repositories.js';
 import { DatabaseUnavailableError, redactDatabaseUrl } from './url.js';
 
@@ -11,7 +11,16 @@ import { DatabaseUnavailableError, redactDatabaseUrl } from './url.js';
  * written to it (not even the schema), then brought to the current schema, then opened with a
  * pool of one connection. No change follower: nobody else is meant to use it meanwhile, and the
  * copy's own transaction checks again that it is empty.
+ *
+ * A replica started on the same empty database at the same time makes its store (meta, the first
+ * admin) while it holds the first-start lock. The copy holds that lock too, from before its
+ * transaction checks until it is closed: a replica mid-start has then finished, and the copy finds
+ * its store and refuses; a replica that starts meanwhile waits, and then finds the copied store
+ * rather than making a second one beside it.
  */
+
+/** The application name of the copy's connection that holds the first-start lock. */
+export const FIRST_START_HOLDER = 'svc store copy (first start)';
 
 /** Every table svc keeps data in: none may hold a row. */
 const DATA_TABLES = [...Object.values(TABLES).map((t) => t.table), 'svc_values', 'login_failures', 'grant_usage', 'activity_events', 'activity_totals'];
@@ -61,7 +70,20 @@ async function checkAndMigrate(url: string, where: string): Promise<void> {
 export async function openCopyTarget(url: string): Promise<CopyTarget> {
   const where = redactDatabaseUrl(url);
   await checkAndMigrate(url, where);
+  const releaseFirstStart = await holdSessionLock(url, LOCKS.firstStart, () => undefined, FIRST_START_HOLDER).catch((err: Error) => {
+    throw new DatabaseUnavailableError(where, err?.message ?? String(err));
+  });
   const pool = new pg.Pool({ ...poolConfig(url), max: 1, application_name: 'svc store copy' });
   pool.on('error', () => undefined);
-  return { repos: postgresRepositories(pool), where, close: () => pool.end() };
+  return {
+    repos: postgresRepositories(pool),
+    where,
+    close: async () => {
+      try {
+        await pool.end();
+      } finally {
+        await releaseFirstStart();
+      }
+    },
+  };
 }
