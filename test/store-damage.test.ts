@@ -6,13 +6,14 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { copyFile, open as fsOpen, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CorruptStoreError } from '../src/store/durable-file.js';
 import { JournalFiles } from '../src/store/journal.js';
 import type { UserRecord } from '../src/store/schema.js';
 import { seqLine } from '../src/store/seq-file.js';
+import { readSnapshot, writeSnapshot } from '../src/store/snapshot.js';
 import { Store } from '../src/store/store.js';
 import { tempDir } from './helpers/daemon.js';
 
@@ -341,6 +342,51 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     expect(createHash('sha256').update(json).digest('base64url').slice(0, 16)).toBe(digest);
     await s.close();
     expect(ids(await openAgain(dir))).toEqual(range(1, 3));
+  });
+});
+
+describe('a downgrade to an older svc (one that writes no chain), then this version again', () => {
+  /**
+   * What an older svc leaves after changes `from`..`to` and a clean stop: lines that name
+   * nothing, db.json.bak the db.json it started from, and a db.json at `to` that carries the
+   * journal_chain it read on as a document of its own, unchanged (the chain of an earlier change).
+   */
+  async function olderSvcRun(dir: string, from: number, to: number): Promise<void> {
+    const file = path.join(dir, 'db.json');
+    const header = JSON.parse(`${(await readFile(file, 'utf8')).split('\n')[0]}}`) as Record<string, unknown>;
+    expect(header.journal_chain).toEqual(expect.any(String));
+    const contents = (await readSnapshot(file))!;
+    let lines = '';
+    for (let seq = from; seq <= to; seq++) {
+      const json = JSON.stringify([seq, [['p', 'users', `u${seq}`, user(`u${seq}`)]]]);
+      lines += `${json}\t${createHash('sha256').update(json).digest('base64url').slice(0, 16)}\n`;
+      contents.collections.get('users')!.set(`u${seq}`, user(`u${seq}`));
+    }
+    await writeFile(path.join(dir, `db.journal.${from}`), lines);
+    await copyFile(file, `${file}.bak`);
+    const handle = await fsOpen(file, 'w');
+    try {
+      const docs = new Map<string, unknown>([['journal_chain', header.journal_chain], ...contents.docs]);
+      await writeSnapshot(handle, { seq: to, collections: contents.collections, docs }, (h, buf) => h.write(buf).then(() => undefined));
+    } finally {
+      await handle.close();
+    }
+    await writeFile(path.join(dir, 'db.seq'), seqLine(to));
+  }
+
+  it("the chain an older svc carried on names an earlier change: after a crash, db.json damaged and db.json.bak restored as told, nothing is lost", async () => {
+    const dir = await tempDir();
+    const store = await open(dir);
+    for (let i = 1; i <= 3; i++) await store.update((tx) => tx.put('users', user(`u${i}`)));
+    await store.close(); // db.json at change 3, with its chain
+    await olderSvcRun(dir, 4, 5); // db.json at change 5, still naming change 3's chain; db.json.bak at change 3
+    await writeThenCrash(dir, 6, 6); // this version again, killed before a snapshot
+    expect(ids(await openAgain(dir))).toEqual(range(1, 6));
+    const file = path.join(dir, 'db.json');
+    await writeFile(file, (await readFile(file, 'utf8')).replace('"username":"u1"', '"username":"x1"'));
+    const err = await refusal(dir);
+    expect(follow(err)).toEqual([`cp '${file}.bak' '${file}'`]);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 6));
   });
 });
 
