@@ -321,6 +321,26 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     expect(err.message).toContain(`line 1 (change 1) checks out, but it follows another change 0 than the one ${path.join(dir, 'db.json')} holds`);
   });
 
+  it("another store's db.json holding as many changes as this store's journal (both stopped cleanly): refused, though no change follows it", async () => {
+    const dir = await tempDir();
+    const other = await tempDir();
+    for (const [d, name] of [[dir, 'u'], [other, 'intruder']]) {
+      const s = await open(d);
+      for (let i = 1; i <= 3; i++) await s.update((tx) => tx.put('users', user(`${name}${i}`)));
+      await s.close(); // db.json holds changes 1 to 3; db.journal.1, kept for db.json.bak, holds them too
+    }
+    const file = path.join(dir, 'db.json');
+    await writeFile(file, await readFile(path.join(other, 'db.json')));
+    const err = await refusal(dir);
+    expect(err.message).toContain(`line 3 (change 3) checks out, but it is not the change 3 that ${file} holds`);
+    // which of the two came from elsewhere cannot be told, so no way out is offered as the one to run
+    expect(follow(err)).toEqual([]);
+    const restore = `mv '${file}' '${file}.other' && cp '${file}.bak' '${file}'`;
+    expect(err.message).toContain(restore);
+    execFileSync('sh', ['-c', restore]);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 3));
+  });
+
   it('a store an older svc wrote (lines that name nothing, a snapshot without a chain) loads, and its next changes are chained', async () => {
     const dir = await tempDir();
     // the older format: [seq, ops] lines, and a db.json without journal_chain
