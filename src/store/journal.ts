@@ -205,8 +205,12 @@ export class JournalFiles implements StoreBackend {
         // ...and each follows this store's line of the change before it: the snapshot's, for the
         // first change after it (what is replayed goes on from the snapshot), else the line read
         // last, when it held that change
-        const before = seq - 1 === this.snapshotSeq && contents.chain !== undefined ? contents.chain : last?.seq === seq - 1 ? last.digest : undefined;
-        if (follows !== undefined && before !== undefined && follows !== before) {
+        const fromSnapshot = seq - 1 === this.snapshotSeq && contents.chain !== undefined;
+        const before = fromSnapshot ? contents.chain : last?.seq === seq - 1 ? last.digest : undefined;
+        // ...and the line of the change the snapshot ends at is the one the snapshot names (a
+        // snapshot holding as many changes as the journal is followed by no line that could tell)
+        const atSnapshot = seq === this.snapshotSeq && contents.chain !== undefined && line.digest !== contents.chain;
+        if ((follows !== undefined && before !== undefined && follows !== before) || atSnapshot) {
           throw unlinkedLine({
             journal,
             line: line.n,
@@ -218,7 +222,7 @@ export class JournalFiles implements StoreBackend {
             lastKnown: await this.lastKnown(i, recorded, lines),
             recorded,
             dataDir: this.dataDir,
-            fromSnapshot: seq - 1 === this.snapshotSeq && contents.chain !== undefined,
+            against: atSnapshot ? 'snapshot' : fromSnapshot ? 'after-snapshot' : 'line',
             storeFile: this.file,
           });
         }

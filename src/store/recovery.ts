@@ -47,13 +47,36 @@ export function damagedLine(d: DamagedLine): CorruptStoreError {
   return new CorruptStoreError(d.journal.file, `journal line ${d.line} does not check out`, undefined, `${head} ${damagedWayOut(d)}`);
 }
 
-/** A journal line that checks out but follows another change than this store's (journal.ts). */
-export function unlinkedLine(d: DamagedLine & { fromSnapshot: boolean; storeFile: string }): CorruptStoreError {
-  const where = d.fromSnapshot
-    ? `it follows another change ${d.seq - 1} than the one ${d.storeFile} holds: one of the two was copied in from another data dir, or ${path.basename(d.storeFile)} was put back from another time`
-    : `it follows another change ${d.seq - 1} than this store's: the file was copied in from another data dir, or a file before it was replaced`;
+/**
+ * A journal line that checks out but is not this store's (journal.ts): it follows another change
+ * than the line before it (`line`) or than the snapshot (`after-snapshot`), or it is the change
+ * the snapshot ends at and not the one the snapshot names (`snapshot`).
+ */
+export function unlinkedLine(d: DamagedLine & { against: 'line' | 'after-snapshot' | 'snapshot'; storeFile: string }): CorruptStoreError {
+  const store = path.basename(d.storeFile);
+  const where = {
+    line: `it follows another change ${d.seq - 1} than this store's: the file was copied in from another data dir, or a file before it was replaced`,
+    'after-snapshot': `it follows another change ${d.seq - 1} than the one ${d.storeFile} holds: one of the two was copied in from another data dir, or ${store} was put back from another time`,
+    snapshot: `it is not the change ${d.seq} that ${d.storeFile} holds: one of the two was copied in from another data dir, or ${store} was put back from another time`,
+  }[d.against];
   const head = `The store's journal ${d.journal.file} does not belong with the rest of the store: line ${d.line} (change ${d.seq}) checks out, but ${where}. ${NOTHING_CHANGED}`;
-  return new CorruptStoreError(d.journal.file, `journal line ${d.line} follows another store's change`, undefined, `${head} If you know which file belongs here, put it back and start again. ${damagedWayOut(d, `Change ${d.seq} is not this store's.`)}`);
+  const reason = d.against === 'snapshot' ? `journal line ${d.line} is another store's change` : `journal line ${d.line} follows another store's change`;
+  if (d.against === 'snapshot') return new CorruptStoreError(d.journal.file, reason, undefined, `${head} ${snapshotDisagrees(d.journal.file, d.storeFile, d.seq)}`);
+  return new CorruptStoreError(d.journal.file, reason, undefined, `${head} If you know which file belongs here, put it back and start again. ${damagedWayOut(d, `Change ${d.seq} is not this store's.`)}`);
+}
+
+/**
+ * The journal and db.json disagree about the change db.json ends at. Which of the two is this
+ * store's cannot be told from them, and either way out loads the other one's store, so none is
+ * offered as the one to run.
+ */
+function snapshotDisagrees(journal: string, storeFile: string, seq: number): string {
+  const store = path.basename(storeFile);
+  return (
+    `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, put this store's back: ` +
+    `${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: mv ${shellQuote(storeFile)} ${shellQuote(`${storeFile}.other`)} && cp ${shellQuote(`${storeFile}.bak`)} ${shellQuote(storeFile)}). ` +
+    `If ${path.basename(journal)} is the one that came from elsewhere, put this store's back, or move it aside (${store} holds this store's changes up to change ${seq}): ${moveAside(journal, '.other')}.`
+  );
 }
 
 function damagedWayOut(d: DamagedLine, unreadable = `Change ${d.seq} cannot be read.`): string {

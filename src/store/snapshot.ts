@@ -9,11 +9,23 @@ import { type CollectionName, COLLECTION_KEYS, isCollection } from './tables.js'
 /** the snapshot's own field: the last journal entry it holds */
 export const SEQ_FIELD = 'journal_seq';
 /**
- * The snapshot's own field: the digest of that last entry's journal line (for a new store's first
- * snapshot, a random value of its own), which the next line names as the one it follows
- * (journal.ts). Absent from a snapshot an older svc wrote.
+ * The snapshot's own field: `<journal_seq>:<digest>`, the digest of that last entry's journal
+ * line (for a new store's first snapshot, a random value of its own), which the next line names
+ * as the one it follows (journal.ts). Absent from a snapshot an older svc wrote. An older svc
+ * keeps a field it does not know as a document and writes it back unchanged, at whatever change
+ * its own snapshot ends: so the value names its change, and one naming another change than the
+ * snapshot's own is no chain at all.
  */
 export const CHAIN_FIELD = 'journal_chain';
+
+const chainValue = (seq: number, chain: string) => `${seq}:${chain}`;
+
+/** The chain a CHAIN_FIELD value gives a snapshot at `seq`: none when it names another change (or is not svc's). */
+function chainAt(value: unknown, seq: number): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  const colon = value.indexOf(':');
+  return colon > 0 && value.slice(0, colon) === String(seq) ? value.slice(colon + 1) : undefined;
+}
 /**
  * The snapshot's checksum: the SHA-256 (base64url) of every byte before its own line. It is the
  * last field, so it is computed while the records stream out and checked while they stream in.
@@ -26,7 +38,7 @@ const CHECK_MISMATCH = 'its checksum does not match: a byte of it changed after 
 export interface StoreContents {
   /** the sequence number of the last change held */
   seq: number;
-  /** the journal's chain at `seq` (CHAIN_FIELD), when the snapshot has one */
+  /** the journal's chain at `seq` (CHAIN_FIELD), when the snapshot has one for that change */
   chain?: string;
   collections: Map<CollectionName, Map<string, unknown>>;
   docs: Map<string, unknown>;
@@ -35,7 +47,7 @@ export interface StoreContents {
 /*
  * db.json is one JSON document (lowdb's shape) written one record per line:
  *
- *   {"journal_seq":12,"journal_chain":"<digest>","meta":{...},"oauth_keys":"..."
+ *   {"journal_seq":12,"journal_chain":"12:<digest>","meta":{...},"oauth_keys":"..."
  *   ,"users":[
  *   {...}
  *   ,{...}
@@ -77,7 +89,7 @@ export async function writeSnapshot(handle: FileHandle, contents: StoreContents,
     return size >= CHUNK;
   };
   push(`{"${SEQ_FIELD}":${contents.seq}`);
-  if (contents.chain !== undefined) push(`,"${CHAIN_FIELD}":${JSON.stringify(contents.chain)}`);
+  if (contents.chain !== undefined) push(`,"${CHAIN_FIELD}":${JSON.stringify(chainValue(contents.seq, contents.chain))}`);
   if (contents.docs.get('meta') === undefined) push(',"meta":null');
   for (const [name, value] of contents.docs) if (value !== undefined) push(`,${JSON.stringify(name)}:${JSON.stringify(value)}`);
   push('\n');
@@ -110,11 +122,11 @@ export async function readSnapshot(file: string, fs: StoreFs = nodeFs): Promise<
   const intern = stringInterner();
   for (const [name, value] of Object.entries(loaded)) {
     if (name === SEQ_FIELD) contents.seq = typeof value === 'number' ? value : 0;
-    else if (name === CHAIN_FIELD) contents.chain = typeof value === 'string' ? value : undefined;
-    else if (name === CHECK_FIELD) continue;
+    else if (name === CHAIN_FIELD || name === CHECK_FIELD) continue;
     else if (isCollection(name)) contents.collections.set(name, recordsOf(name, value, intern));
     else contents.docs.set(name, value);
   }
+  contents.chain = chainAt(loaded[CHAIN_FIELD], contents.seq);
   return contents;
 }
 
@@ -217,9 +229,9 @@ class SnapshotLines {
     this.hash.update(`${line}\n`);
     for (const [name, value] of Object.entries(header)) {
       if (name === SEQ_FIELD) this.contents.seq = typeof value === 'number' ? value : 0;
-      else if (name === CHAIN_FIELD) this.contents.chain = typeof value === 'string' ? value : undefined;
-      else this.contents.docs.set(name, value);
+      else if (name !== CHAIN_FIELD) this.contents.docs.set(name, value);
     }
+    this.contents.chain = chainAt(header[CHAIN_FIELD], this.contents.seq);
     const problem = metaProblem(this.contents.docs.get('meta'));
     if (problem) throw await this.refuse(`unexpected content: meta: ${problem}`);
   }
