@@ -304,7 +304,7 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     await writeFile(copied, await readFile(path.join(other, 'db.journal.6')));
     const err = await refusal(dir);
     expect(err.file).toBe(copied);
-    expect(err.message).toContain(`The store's journal ${copied} does not belong with the rest of the store: line 1 (change 6) checks out, but it follows another change 5 than this store's`);
+    expect(err.message).toContain(`The store's journal ${copied} does not belong with the rest of the store: line 1 (change 6) checks out, but it was written by another store than ${path.join(dir, 'db.json')} and the rest of this store's journal`);
     expect(err.message).toContain('svc will not start, and has changed no file.');
     // the way out that loses least goes on from change 5, as for a damaged line
     expect(err.message).toContain('loses changes 6 to 10 (5 changes)');
@@ -312,13 +312,15 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     expect(ids(await openAgain(dir))).toEqual(range(1, 5));
   });
 
-  it("another store's db.json put beside this store's journal: the first change after it does not follow it", async () => {
+  it("another store's db.json put beside this store's journal: no line names its store, and svc cannot tell which is the stranger", async () => {
     const dir = await threeJournalFiles();
     const other = await anotherStore();
-    // both db.json files are the first snapshot of a new store (change 0), so only their chains differ
+    // both db.json files are the first snapshot of a new store (change 0): only their marks and chains differ
     await writeFile(path.join(dir, 'db.json'), await readFile(path.join(other, 'db.json')));
     const err = await refusal(dir);
-    expect(err.message).toContain(`line 1 (change 1) checks out, but it follows another change 0 than the one ${path.join(dir, 'db.json')} holds`);
+    expect(err.message).toContain(`line 1 (change 1) checks out, but it was written by another store than ${path.join(dir, 'db.json')} (each names the store it belongs to), and no journal line here names the store db.json names`);
+    expect(err.message).toContain('put this store\'s back from a backup of the data dir');
+    expect(follow(err)).toEqual([]);
   });
 
   it("another store's db.json holding as many changes as this store's journal (both stopped cleanly): refused, though no change follows it", async () => {
@@ -332,7 +334,7 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     const file = path.join(dir, 'db.json');
     await writeFile(file, await readFile(path.join(other, 'db.json')));
     const err = await refusal(dir);
-    expect(err.message).toContain(`line 3 (change 3) checks out, but it is not the change 3 that ${file} holds`);
+    expect(err.message).toContain(`line 1 (change 1) checks out, but it was written by another store than ${file}`);
     // which of the two came from elsewhere cannot be told, so no way out is offered as the one to run
     expect(follow(err)).toEqual([]);
     const restore = `mv '${file}' '${file}.other' && cp '${file}.bak' '${file}'`;
@@ -341,11 +343,9 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     expect(ids(await openAgain(dir))).toEqual(range(1, 3));
   });
 
-  // Known hole: a db.json beyond every change this journal holds is followed and preceded by
-  // nothing here that names its chain, so another store's db.json that has made more changes is
-  // loaded as this store. `it.fails` keeps it in view; telling it would take a mark of the store
-  // that db.json and a file beside it (db.seq) both carry.
-  it.fails("another store's db.json that has made more changes than this store's journal holds: refused", async () => {
+  // nothing here follows or precedes a db.json beyond every change this journal holds: the mark
+  // of the store, in db.json and in every line, tells
+  it("another store's db.json that has made more changes than this store's journal holds: refused", async () => {
     const dir = await tempDir();
     const other = await tempDir();
     for (const [d, name, count] of [[dir, 'u', 3], [other, 'intruder', 4]] as const) {
@@ -354,7 +354,8 @@ describe('a journal file or db.json from another data dir: refused, never loaded
       await s.close();
     }
     await writeFile(path.join(dir, 'db.json'), await readFile(path.join(other, 'db.json')));
-    await refusal(dir);
+    const err = await refusal(dir);
+    expect(err.message).toContain('checks out, but it was written by another store than');
   });
 
   it('a store an older svc wrote (lines that name nothing, a snapshot without a chain) loads, and its next changes are chained', async () => {
@@ -376,8 +377,16 @@ describe('a journal file or db.json from another data dir: refused, never loaded
     // the new line follows the older one's digest, and still ends in its own JSON's digest, as an older svc checks
     expect(JSON.parse(json)[2]).toBe(olderLast.split('\t')[1]);
     expect(createHash('sha256').update(json).digest('base64url').slice(0, 16)).toBe(digest);
-    await s.close();
-    expect(ids(await openAgain(dir))).toEqual(range(1, 3));
+    // the store's mark comes with the first new line; a crash before any snapshot names it keeps it
+    const mark = JSON.parse(json)[3] as string;
+    expect(mark).toMatch(/^[\w-]{16}$/);
+    const afterCrash = await open(dir);
+    await afterCrash.update((tx) => tx.put('users', user('u4')));
+    const lastLine = (await readFile(path.join(dir, 'db.journal.4'), 'utf8')).trimEnd().split('\t')[0];
+    expect(JSON.parse(lastLine)[3]).toBe(mark);
+    await afterCrash.close();
+    expect(ids(await openAgain(dir))).toEqual(range(1, 4));
+    expect((await readFile(path.join(dir, 'db.json'), 'utf8')).split('\n')[0]).toContain(`"journal_store":"${mark}"`);
   });
 });
 

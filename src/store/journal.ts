@@ -47,11 +47,15 @@ interface JournalLine {
 }
 
 /**
- * A journal entry: the change's number, its operations, and the digest of the line of the change
- * before it (the snapshot's chain for the first change after a new store's first snapshot).
- * Lines an older svc wrote have no third element.
+ * A journal entry: the change's number, its operations, the digest of the line of the change
+ * before it (the snapshot's chain for the first change after a new store's first snapshot; null
+ * when it is not known), and the store's own mark, which never changes. Lines an older svc wrote
+ * have neither.
  */
-type Entry = [seq: number, ops: Op[], follows?: string];
+type Entry = [seq: number, ops: Op[], follows?: string | null, store?: string];
+
+/** What makes a line another store's (recovery.ts says it). */
+type NotThisStores = 'store' | 'other-file' | 'line' | 'after-snapshot' | 'snapshot';
 
 /**
  * The store on disk: `db.json`, a snapshot in lowdb's JSON shape that names the last change it
@@ -67,12 +71,13 @@ type Entry = [seq: number, ops: Op[], follows?: string];
  * `db.json.bak` holds all they carry, so the last good copy plus the journal is always the whole
  * store.
  *
- * Every line names the digest of the line before it (the change before it), and each snapshot
- * the digest of its last change's line; a new store's first snapshot names a random value of its
- * own. So a line that follows a change other than this store's (a journal file copied in from
- * another data dir, or another store's db.json put beside this journal) is refused at start, as
- * damage is. Lines an older svc wrote name nothing and are not checked so; each line still ends
- * in the digest of its own JSON, as before, so an older svc reads the new lines too.
+ * Every line names the store's mark (a random value made with the store, in db.json too) and the
+ * digest of the line before it (the change before it), and each snapshot the digest of its last
+ * change's line; a new store's first snapshot names a random value of its own. So a line of
+ * another store (a journal file copied in from another data dir, or another store's db.json put
+ * beside this journal) is refused at start, as damage is. Lines an older svc wrote name nothing
+ * and are not checked so; each line still ends in the digest of its own JSON, as before, so an
+ * older svc reads the new lines too.
  *
  * At start the snapshot is read and every later journal line replayed in order. Only a last
  * piece without its newline is a torn append (a crash in the middle of it; never acknowledged),
@@ -106,6 +111,8 @@ export class JournalFiles implements StoreBackend {
   lastCompactionError: unknown = null;
   /** the digest of the last change's line (or the snapshot's chain): what the next line follows */
   private chain: string | undefined;
+  /** this store's mark (the snapshot's, or the lines' of a store whose snapshot has none yet) */
+  private store: string | undefined;
 
   constructor(
     private readonly dataDir: string,
@@ -160,6 +167,7 @@ export class JournalFiles implements StoreBackend {
 
   private async replay(contents: StoreContents, recorded: number | null): Promise<void> {
     this.chain = contents.chain;
+    this.store = contents.store;
     // the last line read, in any file: the change it holds and its digest
     let last: { seq: number; digest: string } | null = null;
     for (const [i, journal] of this.journals.entries()) {
@@ -198,19 +206,15 @@ export class JournalFiles implements StoreBackend {
             dataDir: this.dataDir,
           });
         }
-        const [seq, ops, follows] = line.entry;
+        const [seq, ops, , store] = line.entry;
         // Within a file, changes follow on one by one from the one it is named for.
         if (seq !== previous + 1) throw outOfOrder({ journal, line: line.n, seq, expected: previous + 1 });
         previous = seq;
-        // ...and each follows this store's line of the change before it: the snapshot's, for the
-        // first change after it (what is replayed goes on from the snapshot), else the line read
-        // last, when it held that change
-        const fromSnapshot = seq - 1 === this.snapshotSeq && contents.chain !== undefined;
-        const before = fromSnapshot ? contents.chain : last?.seq === seq - 1 ? last.digest : undefined;
-        // ...and the line of the change the snapshot ends at is the one the snapshot names (a
-        // snapshot holding as many changes as the journal is followed by no line that could tell)
-        const atSnapshot = seq === this.snapshotSeq && contents.chain !== undefined && line.digest !== contents.chain;
-        if ((follows !== undefined && before !== undefined && follows !== before) || atSnapshot) {
+        let against = this.notThisStores(line, contents, last);
+        // another store's mark: this file is the stranger when another journal line names the
+        // snapshot's store, else which of the two is cannot be told
+        if (against === 'store' && (await this.anyLineOf(contents.store!))) against = 'other-file';
+        if (against) {
           throw unlinkedLine({
             journal,
             line: line.n,
@@ -222,11 +226,17 @@ export class JournalFiles implements StoreBackend {
             lastKnown: await this.lastKnown(i, recorded, lines),
             recorded,
             dataDir: this.dataDir,
-            against: atSnapshot ? 'snapshot' : fromSnapshot ? 'after-snapshot' : 'line',
+            against,
             storeFile: this.file,
+            hasBackup: await this.fs.access(this.backupFile).then(
+              () => true,
+              () => false,
+            ),
           });
         }
         last = { seq, digest: line.digest };
+        // a store whose snapshot has no mark yet (an older svc's) takes the one its lines carry
+        if (contents.store === undefined && store !== undefined) this.store = store;
         if (seq <= this.snapshotSeq) continue;
         if (seq !== contents.seq + 1) throw outOfOrder({ journal, line: line.n, seq, expected: contents.seq + 1 });
         applyOps(contents, ops);
@@ -235,6 +245,32 @@ export class JournalFiles implements StoreBackend {
         this.journalBytes += line.end - line.offset;
       }
     }
+  }
+
+  /**
+   * Why a line that checks out is not this store's, or null when nothing says so: it names
+   * another store than the snapshot; it follows another line of the change before it than this
+   * store's (the snapshot's chain, for the first change after it, else the line read last, when it
+   * held that change); or it is the change the snapshot ends at and not the line the snapshot
+   * names (a snapshot holding as many changes as the journal is followed by no line that tells).
+   */
+  private notThisStores(line: JournalLine, contents: StoreContents, last: { seq: number; digest: string } | null): NotThisStores | null {
+    const [seq, , follows, store] = line.entry!;
+    if (store !== undefined && contents.store !== undefined && store !== contents.store) return 'store';
+    const fromSnapshot = seq - 1 === this.snapshotSeq && contents.chain !== undefined;
+    const before = fromSnapshot ? contents.chain : last?.seq === seq - 1 ? last.digest : undefined;
+    if (typeof follows === 'string' && before !== undefined && follows !== before) return fromSnapshot ? 'after-snapshot' : 'line';
+    if (seq === this.snapshotSeq && contents.chain !== undefined && line.digest !== contents.chain) return 'snapshot';
+    return null;
+  }
+
+  /** Whether any journal line names `store` as its store. */
+  private async anyLineOf(store: string): Promise<boolean> {
+    for (const journal of this.journals) {
+      const lines = splitLines(await this.fs.readFile(journal.file).catch(() => Buffer.alloc(0)));
+      if (lines.some((l) => l.entry?.[3] === store)) return true;
+    }
+    return false;
   }
 
   /** The last change anything shows was made, from journal file `from` on (for what a way out loses). */
@@ -256,11 +292,15 @@ export class JournalFiles implements StoreBackend {
       // alike in two stores has lines of its own in each.
       if (!this.snapshotExists) {
         this.chain = randomBytes(12).toString('base64url');
+        this.store = randomBytes(12).toString('base64url');
         await this.writeSnapshot(this.withChain(current()));
       }
       await this.openJournal(seq);
     }
-    const entry: Entry = this.chain === undefined ? [seq, ops] : [seq, ops, this.chain];
+    // a store an older svc made gets its mark with this svc's first change: its lines carry it,
+    // and the next snapshot
+    this.store ??= randomBytes(12).toString('base64url');
+    const entry: Entry = [seq, ops, this.chain ?? null, this.store];
     const json = JSON.stringify(entry);
     const digest = lineDigest(json);
     const line = Buffer.from(`${json}\t${digest}\n`);
@@ -376,7 +416,7 @@ export class JournalFiles implements StoreBackend {
    * and a snapshot written in the background must not pick up the chain of a later change.
    */
   private withChain(contents: StoreContents): StoreContents {
-    return { ...contents, chain: this.chain };
+    return { ...contents, chain: this.chain, store: this.store };
   }
 
   private async writeSnapshot(contents: StoreContents): Promise<void> {
@@ -467,7 +507,9 @@ function parseLine(line: string): Entry | null {
   try {
     const entry = JSON.parse(json) as Entry;
     const follows = entry[2];
-    return Array.isArray(entry) && Number.isInteger(entry[0]) && Array.isArray(entry[1]) && (follows === undefined || typeof follows === 'string') ? entry : null;
+    const store = entry[3];
+    const shaped = Array.isArray(entry) && Number.isInteger(entry[0]) && Array.isArray(entry[1]);
+    return shaped && (follows === undefined || follows === null || typeof follows === 'string') && (store === undefined || typeof store === 'string') ? entry : null;
   } catch {
     return null;
   }

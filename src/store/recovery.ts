@@ -48,20 +48,23 @@ export function damagedLine(d: DamagedLine): CorruptStoreError {
 }
 
 /**
- * A journal line that checks out but is not this store's (journal.ts): it follows another change
- * than the line before it (`line`) or than the snapshot (`after-snapshot`), or it is the change
- * the snapshot ends at and not the one the snapshot names (`snapshot`).
+ * A journal line that checks out but is not this store's (journal.ts): it names another store
+ * than the snapshot (`store`), it follows another change than the line before it (`line`) or
+ * than the snapshot (`after-snapshot`), or it is the change the snapshot ends at and not the one
+ * the snapshot names (`snapshot`).
  */
-export function unlinkedLine(d: DamagedLine & { against: 'line' | 'after-snapshot' | 'snapshot'; storeFile: string }): CorruptStoreError {
+export function unlinkedLine(d: DamagedLine & { against: 'store' | 'other-file' | 'line' | 'after-snapshot' | 'snapshot'; storeFile: string; hasBackup: boolean }): CorruptStoreError {
   const store = path.basename(d.storeFile);
   const where = {
     line: `it follows another change ${d.seq - 1} than this store's: the file was copied in from another data dir, or a file before it was replaced`,
     'after-snapshot': `it follows another change ${d.seq - 1} than the one ${d.storeFile} holds: one of the two was copied in from another data dir, or ${store} was put back from another time`,
     snapshot: `it is not the change ${d.seq} that ${d.storeFile} holds: one of the two was copied in from another data dir, or ${store} was put back from another time`,
+    store: `it was written by another store than ${d.storeFile} (each names the store it belongs to), and no journal line here names the store ${store} names: one of the two was copied in from another data dir`,
+    'other-file': `it was written by another store than ${d.storeFile} and the rest of this store's journal (each names the store it belongs to): the file was copied in from another data dir`,
   }[d.against];
   const head = `The store's journal ${d.journal.file} does not belong with the rest of the store: line ${d.line} (change ${d.seq}) checks out, but ${where}. ${NOTHING_CHANGED}`;
-  const reason = d.against === 'snapshot' ? `journal line ${d.line} is another store's change` : `journal line ${d.line} follows another store's change`;
-  if (d.against === 'snapshot') return new CorruptStoreError(d.journal.file, reason, undefined, `${head} ${snapshotDisagrees(d.journal.file, d.storeFile, d.seq)}`);
+  const reason = d.against === 'snapshot' || d.against === 'store' ? `journal line ${d.line} is another store's change` : `journal line ${d.line} follows another store's change`;
+  if (d.against === 'snapshot' || d.against === 'store') return new CorruptStoreError(d.journal.file, reason, undefined, `${head} ${snapshotDisagrees(d.journal.file, d.storeFile, d.snapshotSeq, d.hasBackup)}`);
   return new CorruptStoreError(d.journal.file, reason, undefined, `${head} If you know which file belongs here, put it back and start again. ${damagedWayOut(d, `Change ${d.seq} is not this store's.`)}`);
 }
 
@@ -70,12 +73,15 @@ export function unlinkedLine(d: DamagedLine & { against: 'line' | 'after-snapsho
  * store's cannot be told from them, and either way out loads the other one's store, so none is
  * offered as the one to run.
  */
-function snapshotDisagrees(journal: string, storeFile: string, seq: number): string {
+function snapshotDisagrees(journal: string, storeFile: string, snapshotSeq: number, hasBackup: boolean): string {
   const store = path.basename(storeFile);
+  const putBack = hasBackup
+    ? `put this store's back: ${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: mv ${shellQuote(storeFile)} ${shellQuote(`${storeFile}.other`)} && cp ${shellQuote(`${storeFile}.bak`)} ${shellQuote(storeFile)}). `
+    : `there is no ${store}.bak here, so put this store's back from a backup of the data dir (keep the other ${store} aside). `;
   return (
-    `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, put this store's back: ` +
-    `${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: mv ${shellQuote(storeFile)} ${shellQuote(`${storeFile}.other`)} && cp ${shellQuote(`${storeFile}.bak`)} ${shellQuote(storeFile)}). ` +
-    `If ${path.basename(journal)} is the one that came from elsewhere, put this store's back, or move it aside (${store} holds this store's changes up to change ${seq}): ${moveAside(journal, '.other')}.`
+    `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, ` +
+    putBack +
+    `If ${path.basename(journal)} is the one that came from elsewhere, put this store's back, or move it aside (${store} holds this store's changes up to change ${snapshotSeq}): ${moveAside(journal, '.other')}.`
   );
 }
 

@@ -20,6 +20,15 @@ export const CHAIN_FIELD = 'journal_chain';
 
 const chainValue = (seq: number, chain: string) => `${seq}:${chain}`;
 
+/**
+ * The snapshot's own field: the store's mark, a random value made with the store that never
+ * changes, which every journal line carries too (journal.ts). An older svc writes it back as it
+ * found it, which for a value that never changes is right.
+ */
+export const STORE_FIELD = 'journal_store';
+
+const storeMark = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
+
 /** The chain a CHAIN_FIELD value gives a snapshot at `seq`: none when it names another change (or is not svc's). */
 function chainAt(value: unknown, seq: number): string | undefined {
   if (typeof value !== 'string') return undefined;
@@ -40,6 +49,8 @@ export interface StoreContents {
   seq: number;
   /** the journal's chain at `seq` (CHAIN_FIELD), when the snapshot has one for that change */
   chain?: string;
+  /** the store's mark (STORE_FIELD), when the snapshot has one */
+  store?: string;
   collections: Map<CollectionName, Map<string, unknown>>;
   docs: Map<string, unknown>;
 }
@@ -90,6 +101,7 @@ export async function writeSnapshot(handle: FileHandle, contents: StoreContents,
   };
   push(`{"${SEQ_FIELD}":${contents.seq}`);
   if (contents.chain !== undefined) push(`,"${CHAIN_FIELD}":${JSON.stringify(chainValue(contents.seq, contents.chain))}`);
+  if (contents.store !== undefined) push(`,"${STORE_FIELD}":${JSON.stringify(contents.store)}`);
   if (contents.docs.get('meta') === undefined) push(',"meta":null');
   for (const [name, value] of contents.docs) if (value !== undefined) push(`,${JSON.stringify(name)}:${JSON.stringify(value)}`);
   push('\n');
@@ -122,11 +134,12 @@ export async function readSnapshot(file: string, fs: StoreFs = nodeFs): Promise<
   const intern = stringInterner();
   for (const [name, value] of Object.entries(loaded)) {
     if (name === SEQ_FIELD) contents.seq = typeof value === 'number' ? value : 0;
-    else if (name === CHAIN_FIELD || name === CHECK_FIELD) continue;
+    else if (name === CHAIN_FIELD || name === STORE_FIELD || name === CHECK_FIELD) continue;
     else if (isCollection(name)) contents.collections.set(name, recordsOf(name, value, intern));
     else contents.docs.set(name, value);
   }
   contents.chain = chainAt(loaded[CHAIN_FIELD], contents.seq);
+  contents.store = storeMark(loaded[STORE_FIELD]);
   return contents;
 }
 
@@ -229,9 +242,10 @@ class SnapshotLines {
     this.hash.update(`${line}\n`);
     for (const [name, value] of Object.entries(header)) {
       if (name === SEQ_FIELD) this.contents.seq = typeof value === 'number' ? value : 0;
-      else if (name !== CHAIN_FIELD) this.contents.docs.set(name, value);
+      else if (name !== CHAIN_FIELD && name !== STORE_FIELD) this.contents.docs.set(name, value);
     }
     this.contents.chain = chainAt(header[CHAIN_FIELD], this.contents.seq);
+    this.contents.store = storeMark(header[STORE_FIELD]);
     const problem = metaProblem(this.contents.docs.get('meta'));
     if (problem) throw await this.refuse(`unexpected content: meta: ${problem}`);
   }
