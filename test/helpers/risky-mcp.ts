@@ -72,10 +72,14 @@ class OrderedEventStore implements EventStore {
   }
 }
 
-/** The v1 SDK server: sessions, SSE answers, an event store for resumption. */
-export async function startRiskyServer() {
+/**
+ * The v1 SDK server: sessions, SSE answers, an event store for resumption: one per session, or
+ * (`sharedEvents`) one for all, as a server that keeps its events in one database does.
+ */
+export async function startRiskyServer(opts: { sharedEvents?: boolean } = {}) {
   const ran: Ran[] = [];
-  const stateful = sessionRouter(() => legacyServer(ran), { eventStore: () => new OrderedEventStore() });
+  const shared = new OrderedEventStore();
+  const stateful = sessionRouter(() => legacyServer(ran), { eventStore: () => (opts.sharedEvents ? shared : new OrderedEventStore()) });
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
