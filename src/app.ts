@@ -26,7 +26,7 @@ import { callRoutes } from './mcp/call-routes.js';
 import type { McpInstancesService } from './mcp/instances.js';
 import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
-import { MCP_SESSION_IDS_LABEL, SessionIds } from './mcp/session-ids.js';
+import { MCP_EVENT_IDS_LABEL, MCP_SESSION_IDS_LABEL, SessionIds } from './mcp/session-ids.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
 import type { OAuthClientsService } from './oauth/clients.js';
 import type { AuthorizationServer } from './oauth/provider.js';
@@ -147,6 +147,7 @@ function apiRoutes(
       repos: deps.repos,
       appName: async (clientId) => (await s.appInfo(clientId))?.name ?? null,
       sessions: new SessionIds(deps.box.derive(MCP_SESSION_IDS_LABEL)),
+      events: new SessionIds(deps.box.derive(MCP_EVENT_IDS_LABEL)),
     }),
     ...callRoutes(deps, s.held, s.policies),
     ...providerRoutes(s.providers),

@@ -278,7 +278,9 @@ describe('MCP proxy hardening', () => {
       expect(res.status).toBe(200);
       const text = await res.text();
       expect(text).not.toContain(INSTANCE_SECRET);
-      expect(text).toContain('id: [redacted]\n');
+      // the id is scrubbed, then bound to the grant (session-ids.ts): what it wraps is the scrubbed text
+      const id = /^id: svc1\.([A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+$/m.exec(text)![1];
+      expect(Buffer.from(id, 'base64url').toString()).toBe('[redacted]');
       const data = /^data: (.*)$/m.exec(text)![1];
       expect(JSON.parse(data).result).toEqual({ seen: '[redacted]' });
     });

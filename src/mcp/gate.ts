@@ -31,6 +31,10 @@ export interface ToolGate {
   sessionForServer(appSessionId: string): string | null;
   /** the id the app is given for a session the server named in its answer to this grant */
   sessionForApp(serverSessionId: string): string;
+  /** the server's id of the stream event the app names in `Last-Event-ID`, or null when it is not this grant's */
+  eventForServer(appEventId: string): string | null;
+  /** the id the app is given for an event of a stream the server sends this grant */
+  eventForApp(serverEventId: string): string;
 }
 
 export interface GateDeps {
@@ -39,6 +43,8 @@ export interface GateDeps {
   repos: Repositories;
   appName: (clientId: string) => Promise<string | null>;
   sessions: SessionIds;
+  /** the same binding for the ids of stream events */
+  events: SessionIds;
 }
 
 export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstanceRecord): ToolGate {
@@ -65,5 +71,7 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
     },
     sessionForServer: (appSessionId) => deps.sessions.forServer(instance.id, record.id, appSessionId),
     sessionForApp: (serverSessionId) => deps.sessions.forApp(instance.id, record.id, serverSessionId),
+    eventForServer: (appEventId) => deps.events.forServer(instance.id, record.id, appEventId),
+    eventForApp: (serverEventId) => deps.events.forApp(instance.id, record.id, serverEventId),
   };
 }

@@ -198,6 +198,8 @@ const SSE_EVENT_LIMIT = 8 * 1024 * 1024;
 interface AnswerRewrite {
   visible: ((tool: string) => boolean) | null;
   secrets: string[];
+  /** the id the app is given for an event's id (a stream's events only; session-ids.ts) */
+  eventId?: ((serverEventId: string) => string) | null;
 }
 
 /** A whole JSON answer (or one event's data) as the app may see it. */
@@ -207,6 +209,9 @@ function rewriteJsonText(text: string, { visible, secrets }: AnswerRewrite): str
 }
 
 const rewritesNothing = (rewrite: AnswerRewrite) => !rewrite.visible && rewrite.secrets.length === 0;
+/** The filter an event stream goes through, or none when nothing in it changes. */
+const sseFilter = (rewrite: AnswerRewrite) => (rewritesNothing(rewrite) && !rewrite.eventId ? null : new SseEventFilter(rewrite));
+const isIdLine = (line: string) => line.startsWith('id:');
 
 /** A whole answer as the app may see it: the bytes as they came when nothing in them changes. */
 function rewrittenAnswer(whole: Buffer, rewrite: AnswerRewrite): Buffer | string {
@@ -234,6 +239,15 @@ class SseEventFilter implements StreamTransform {
     return this.rewrite.secrets.length ? scrubTextOfAll(text, this.rewrite.secrets) : text;
   }
 
+  /** A line of an event other than its data: scrubbed, and an event's id bound to the grant (scrubbed first). */
+  private field(line: string): string {
+    const { eventId } = this.rewrite;
+    if (!eventId || !isIdLine(line)) return this.scrub(line);
+    const id = this.scrub(line.slice(3).replace(/^ /, ''));
+    // an empty id resets the client's last event id: it stays empty
+    return id ? `id: ${eventId(id)}` : 'id:';
+  }
+
   push(chunk: Buffer): string | null {
     this.buffered += this.decoder.write(chunk);
     let out = '';
@@ -247,8 +261,8 @@ class SseEventFilter implements StreamTransform {
       const lines = event.split(/\r?\n/);
       const fields = lines.filter((l) => !l.startsWith('data:'));
       const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
-      if (data.length === 0) out += `${this.scrub(event)}\n\n`;
-      else out += `${fields.map((l) => `${this.scrub(l)}\n`).join('')}data: ${rewriteJsonText(data.join('\n'), this.rewrite)}\n\n`;
+      if (data.length === 0) out += this.rewrite.eventId && lines.some(isIdLine) ? `${lines.map((l) => this.field(l)).join('\n')}\n\n` : `${this.scrub(event)}\n\n`;
+      else out += `${fields.map((l) => `${this.field(l)}\n`).join('')}data: ${rewriteJsonText(data.join('\n'), this.rewrite)}\n\n`;
     }
     if (start > 0) this.buffered = this.buffered.slice(start);
     this.searchFrom = this.buffered.length;
@@ -280,6 +294,10 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   const appSession = ctx.get('mcp-session-id');
   const serverSession = appSession ? gate.sessionForServer(appSession) : undefined;
   if (serverSession === null) throw notFound('No such MCP session for this app; start a new one (initialize).');
+  // The same for an event of a stream, named to resume it: another grant's would replay its stream.
+  const appEvent = ctx.get('last-event-id');
+  const serverEvent = appEvent ? gate.eventForServer(appEvent) : undefined;
+  if (serverEvent === null) throw notFound('No such event of an MCP stream for this app; listen again without Last-Event-ID.');
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
   let text = body ? decodeUtf8(body) : undefined;
@@ -341,11 +359,12 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   // gateway that routes on the header then reads the tool svc allowed).
   if (headers['mcp-name'] && checkedName !== undefined) headers['mcp-name'] = encodeMcpName(checkedName);
   if (serverSession) headers['mcp-session-id'] = serverSession;
+  if (serverEvent) headers['last-event-id'] = serverEvent;
   // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
   const secrets = credentialSecrets(Object.values(instanceHeaders));
-  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id) };
+  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id), eventForApp: (id) => gate.eventForApp(id) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
   // The GET stream ends when svc stops: its upstream call is aborted, and the pump ends the answer.
@@ -370,6 +389,8 @@ type RelayInput = {
   abort: ClientGone;
   /** the id the app is given for a session the server named in its answer (none: the header is dropped) */
   sessionForApp?: (serverSessionId: string) => string;
+  /** the id the app is given for an event of a stream the server sends (none: it goes on as it came) */
+  eventForApp?: (serverEventId: string) => string;
 };
 
 /** How often a held call that streams tells the app it still waits. */
@@ -450,7 +471,7 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
  * streamed). `into`: a stream svc already answers with (a held call's), which the upstream's answer
  * then ends.
  */
-async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort, sessionForApp }: RelayInput, into?: ServerResponse): Promise<void> {
+async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort, sessionForApp, eventForApp }: RelayInput, into?: ServerResponse): Promise<void> {
   const upstream = await callUpstream({
     url: new URL(instance.url),
     method: method as 'GET' | 'POST',
@@ -466,7 +487,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
   const contentType = String(upstream.headers['content-type'] ?? '');
   const answer = upstream.body;
   const streaming = contentType.startsWith('text/event-stream');
-  if (into) return relayInto(into, upstream.statusCode, contentType, answer, { visible, secrets }, text, instance);
+  if (into) return relayInto(into, upstream.statusCode, contentType, answer, { visible, secrets, eventId: eventForApp }, text, instance);
   if (upstream.statusCode === 401 || upstream.statusCode === 403) {
     // The MCP server refused the instance's own credentials, not the app's token: a 401 passed on
     // would make the app drop a good token, and its text may quote the credential.
@@ -506,8 +527,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
 
   const res = takeResponse(ctx, upstream.statusCode, out);
   res.flushHeaders();
-  const rewrite = { visible, secrets };
-  const filter = rewritesNothing(rewrite) ? null : new SseEventFilter(rewrite);
+  const filter = sseFilter({ visible, secrets, eventId: eventForApp });
   // An MCP stream has no error event of its own: a broken upstream ends it, as a closed connection would.
   const pumped = pumpStream(res, answer, filter, () => null);
   // The GET stream, open all day, runs on without the handlers that led to it: they finish now, and
@@ -533,7 +553,7 @@ async function relayInto(into: ServerResponse, status: number, contentType: stri
   // never the upstream's text (which may quote the instance's credential).
   if (status >= 400) return fail(`The MCP server of instance ${instance.name.slice(0, 60)} answered ${status}.`);
   if (contentType.startsWith('text/event-stream')) {
-    await pumpStream(into, answer, rewritesNothing(rewrite) ? null : new SseEventFilter(rewrite), () => null);
+    await pumpStream(into, answer, sseFilter(rewrite), () => null);
     return;
   }
   let whole: Buffer;

@@ -16,11 +16,18 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  * svc does not know, answered 404 as an MCP server answers one, so a client starts its own. Nothing
  * is kept: every replica of a team (one master key) knows every session, a restart forgets none,
  * and no number of sessions grows memory. A session begun before svc wrapped ids is not known,
- * and its client starts a new one.
+ * and its client must start a new one.
+ *
+ * The ids of a stream's events (SSE `id:`, sent back as `Last-Event-ID` to resume the stream) are
+ * a way into a session too: a server that keeps every session's events in one store replays any
+ * stream to whoever names one of its events. They are wrapped the same way, under a key of their
+ * own (MCP_EVENT_IDS_LABEL), so neither kind of id passes for the other.
  */
 const PREFIX = 'svc1.';
 /** what the MAC key is derived from the master key for */
 export const MCP_SESSION_IDS_LABEL = 'svc mcp session ids v1';
+/** what the MAC key of event ids is derived from the master key for */
+export const MCP_EVENT_IDS_LABEL = 'svc mcp event ids v1';
 /** bits of the MAC kept: a forger has one try a request, 2^-128 each */
 const MAC_BYTES = 16;
 export class SessionIds {
