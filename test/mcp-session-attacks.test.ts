@@ -38,7 +38,8 @@ async function startNamingServer() {
       else if (req.url === '/latin1') json(200, 'caf\u00e9', { jsonrpc: '2.0', id: 1, result: {} });
       else if (req.method === 'GET') {
         res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Mcp-Session-Id': id });
-        res.end(': hello\n\n');
+        // an event whose data takes two lines, with an id
+        res.end(': hello\n\nid: ev-1\ndata: {"jsonrpc":"2.0",\ndata: "method":"notifications/message"}\n\n');
       } else if (req.method === 'DELETE') res.writeHead(200, { 'Mcp-Session-Id': id }).end();
       else json(200, id, { jsonrpc: '2.0', id: 1, result: {} });
     });
@@ -259,6 +260,8 @@ describe('attacks on the binding of MCP sessions to their grant', () => {
     // the GET stream and DELETE of the server name ids too: wrapped as well
     const listen = await raw(proxy('rotating'), 'GET', { Authorization: `Bearer ${keys.a}`, Accept: 'text/event-stream', 'Mcp-Session-Id': secondId });
     expect(listen.headers['mcp-session-id']).toMatch(/^svc1\./);
+    // its event's id is bound too, and its data still reads as the two lines it came in
+    expect(listen.text).toMatch(/^: hello\n\nid: svc1\.[\w-]+\.[\w-]+\ndata: \{"jsonrpc":"2.0",\ndata: "method":"notifications\/message"\}\n\n$/);
     const end = await raw(proxy('rotating'), 'DELETE', { Authorization: `Bearer ${keys.a}`, 'Mcp-Session-Id': secondId });
     expect(end.headers['mcp-session-id']).toMatch(/^svc1\./);
     for (const r of [first, second, listen, end]) expect(JSON.stringify(r.headers)).not.toContain('srv-');
