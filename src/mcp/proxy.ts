@@ -262,7 +262,11 @@ class SseEventFilter implements StreamTransform {
       const fields = lines.filter((l) => !l.startsWith('data:'));
       const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
       if (data.length === 0) out += this.rewrite.eventId && lines.some(isIdLine) ? `${lines.map((l) => this.field(l)).join('\n')}\n\n` : `${this.scrub(event)}\n\n`;
-      else out += `${fields.map((l) => `${this.field(l)}\n`).join('')}data: ${rewriteJsonText(data.join('\n'), this.rewrite)}\n\n`;
+      else {
+        // data of several lines goes on as as many data lines (one line with a newline would end it early)
+        const dataLines = rewriteJsonText(data.join('\n'), this.rewrite).split('\n');
+        out += `${fields.map((l) => `${this.field(l)}\n`).join('')}${dataLines.map((l) => `data: ${l}\n`).join('')}\n`;
+      }
     }
     if (start > 0) this.buffered = this.buffered.slice(start);
     this.searchFrom = this.buffered.length;
