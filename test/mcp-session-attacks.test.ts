@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api, userApi } from './helpers/http.js';
 import { startMcpServer } from './helpers/mcp-servers.js';
+import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { startRiskyServer } from './helpers/risky-mcp.js';
 import { eventually } from './helpers/wait.js';
 
@@ -76,8 +77,10 @@ describe('attacks on the binding of MCP sessions to their grant', () => {
   let naming: Awaited<ReturnType<typeof startNamingServer>>;
   let risky: Awaited<ReturnType<typeof startRiskyServer>>;
   let alice: Api;
+  let admin: Api;
   const ids: Record<string, string> = {};
   const keys: Record<string, string> = {};
+  const keyIds: Record<string, string> = {};
 
   const proxy = (instance: string) => `${d.url}/svc/v1/apps/mcps/${ids[instance]}/mcp`;
   const post = (instance: string, key: string, sessionId: string | string[] | undefined, body: unknown = PING) =>
@@ -113,7 +116,7 @@ describe('attacks on the binding of MCP sessions to their grant', () => {
   beforeAll(async () => {
     [mcp, naming, risky] = await Promise.all([startMcpServer({ stateful: true }), startNamingServer(), startRiskyServer({ sharedEvents: true })]);
     d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0 } });
-    const admin = await new Api(d.url).login('admin', d.adminPassword);
+    admin = await new Api(d.url).login('admin', d.adminPassword);
     alice = await userApi(d.url, admin, 'alice', 'user');
     const add = async (name: string, url: string) => (ids[name] = (await alice.post('/svc/v1/mcps', { name, url })).body.instance.id);
     await add('files', mcp.url);
@@ -131,6 +134,7 @@ describe('attacks on the binding of MCP sessions to their grant', () => {
       const created = await alice.post('/svc/v1/keys', { name: `app ${name}`, mcp_servers: servers });
       expect(created.status, created.text).toBe(201);
       keys[name] = created.body.key;
+      keyIds[name] = created.body.id;
     }
   }, 60_000);
 
@@ -346,5 +350,66 @@ describe('attacks on the binding of MCP sessions to their grant', () => {
     // the ids A is given again are bound to it too
     const again = [...ownText.matchAll(/^id: ?(.*)$/gm)].map((m) => m[1].trim());
     for (const id of [...eventIds, ...again]) expect(id).toMatch(/^svc1\./);
+  });
+
+  it("a held call's answer, plain or streamed, names the session as the app's id and its events by ids bound to the grant", async () => {
+    const begun = await post('notes', keys.a, undefined, INITIALIZE);
+    const sid = begun.headers['mcp-session-id'] as string;
+    expect((await post('notes', keys.a, sid, { jsonrpc: '2.0', method: 'notifications/initialized' })).status).toBe(202);
+    const pending = (n: number) =>
+      eventually(async () => {
+        const list = (await alice.get('/svc/v1/calls?status=pending')).body.data as { id: string; arguments: { id: string } }[];
+        return list.find((c) => c.arguments.id === `n${n}`);
+      }, `the held call n${n}`);
+    for (const [n, meta] of [
+      [1, undefined],
+      [2, { progressToken: 'p' }],
+    ] as const) {
+      const answer = post('notes', keys.a, sid, { jsonrpc: '2.0', id: 20 + n, method: 'tools/call', params: { name: 'delete_note', arguments: { id: `n${n}` }, ...(meta ? { _meta: meta } : {}) } });
+      expect((await alice.post(`/svc/v1/calls/${(await pending(n)).id}/approve`, {})).status).toBe(200);
+      const res = await answer;
+      expect(res.text).toContain(`deleted n${n}`);
+      // the plain answer is the upstream's, with its headers; the streamed one is svc's own stream
+      expect(res.headers['mcp-session-id']).toBe(n === 1 ? sid : undefined);
+      const eventIds = [...res.text.matchAll(/^id: ?(.*)$/gm)].map((m) => m[1]);
+      expect(eventIds.length).toBeGreaterThan(0);
+      for (const id of eventIds) expect(id).toMatch(/^svc1\./);
+    }
+  });
+
+  it('two grants of the same app and person: a session of one is unknown to the other', async () => {
+    const { clientId, secret } = await registerClient(admin, { name: 'Same App' });
+    const grant = async () => {
+      const created = await new Api(d.url).post('/svc/v1/apps/request-access', {
+        app_client_id: clientId,
+        flow_type: 'popup',
+        requested_role: 'scope_user_user',
+        requested: { version: '1', mcp_servers: [{ url: mcp.url }] },
+      });
+      expect(created.status, created.text).toBe(201);
+      const approved = await alice.put(`/svc/v1/access-requests/${created.body.id}/approve`, {
+        approved_role: 'scope_user_user',
+        approved: { version: '1', mcp_servers: [{ url: mcp.url, instance_ids: [ids.files] }] },
+      });
+      expect(approved.status, approved.text).toBe(200);
+      const { tokens } = await authorize(await oidcConfig(d, clientId, secret), alice, approved.body.access_request_scope);
+      return tokens!.access_token as string;
+    };
+    const [first, second] = [await grant(), await grant()];
+    const a = await session('files', first);
+    const from = mcp.seen.length;
+    expect((await post('files', second, a.appId)).status).toBe(404);
+    expect(sentUpstream(from)).toEqual([]);
+    expect((await post('files', first, a.appId)).status).toBe(200);
+  });
+
+  it("a revoked grant's session: its own key is refused, and no other grant can take the session over", async () => {
+    const created = await alice.post('/svc/v1/keys', { name: 'short-lived', mcp_servers: [{ url: mcp.url, instance_ids: [ids.files] }] });
+    const a = await session('files', created.body.key);
+    expect((await alice.post(`/svc/v1/keys/${created.body.id}/revoke`)).status).toBe(200);
+    const from = mcp.seen.length;
+    expect((await post('files', created.body.key, a.appId)).status).toBe(401);
+    expect((await post('files', keys.b, a.appId)).status).toBe(404);
+    expect(sentUpstream(from)).toEqual([]);
   });
 });
