@@ -394,7 +394,8 @@ describe('a downgrade to an older svc (one that writes no chain), then this vers
   /**
    * What an older svc leaves after changes `from`..`to` and a clean stop: lines that name
    * nothing, db.json.bak the db.json it started from, and a db.json at `to` that carries the
-   * journal_chain it read on as a document of its own, unchanged (the chain of an earlier change).
+   * journal_chain and journal_store it read on as documents of its own, unchanged (the chain of an
+   * earlier change, and the store's mark).
    */
   async function olderSvcRun(dir: string, from: number, to: number): Promise<void> {
     const file = path.join(dir, 'db.json');
@@ -411,7 +412,7 @@ describe('a downgrade to an older svc (one that writes no chain), then this vers
     await copyFile(file, `${file}.bak`);
     const handle = await fsOpen(file, 'w');
     try {
-      const docs = new Map<string, unknown>([['journal_chain', header.journal_chain], ...contents.docs]);
+      const docs = new Map<string, unknown>([['journal_chain', header.journal_chain], ['journal_store', header.journal_store], ...contents.docs]);
       await writeSnapshot(handle, { seq: to, collections: contents.collections, docs }, (h, buf) => h.write(buf).then(() => undefined));
     } finally {
       await handle.close();
@@ -432,6 +433,36 @@ describe('a downgrade to an older svc (one that writes no chain), then this vers
     const err = await refusal(dir);
     expect(follow(err)).toEqual([`cp '${file}.bak' '${file}'`]);
     expect(ids(await openAgain(dir))).toEqual(range(1, 6));
+  });
+
+  it.fails("another store's db.json put beside a journal whose lines an older svc wrote (they name no store): db.json.bak names this store, so it is refused", async () => {
+    const dir = await tempDir();
+    const store = await open(dir);
+    for (let i = 1; i <= 3; i++) await store.update((tx) => tx.put('users', user(`u${i}`)));
+    await store.close(); // db.json at change 3, with the store's mark
+    await olderSvcRun(dir, 4, 5); // db.json at change 5, still naming the mark; db.json.bak at change 3
+    // the older svc's next snapshot would drop db.journal.1 (db.json.bak holds it): every line left names nothing
+    await rm(path.join(dir, 'db.journal.1'));
+    expect(ids(await openAgain(dir))).toEqual(range(1, 5));
+    await opened.pop()!.close();
+    const other = await tempDir();
+    const o = await open(other);
+    // more changes than this journal holds: no line of it is the change that db.json ends at
+    for (let i = 1; i <= 6; i++) await o.update((tx) => tx.put('users', user(`intruder${i}`)));
+    await o.close();
+    const file = path.join(dir, 'db.json');
+    await writeFile(file, await readFile(path.join(other, 'db.json')));
+    const err = await refusal(dir);
+    expect(err.file).toBe(file);
+    expect(err.message).toContain(`The store's snapshot ${file} and its copy ${file}.bak name two different stores`);
+    expect(err.message).toContain('svc will not start, and has changed no file.');
+    // which of the two came from elsewhere cannot be told, so no way out is offered as the one to run
+    expect(follow(err)).toEqual([]);
+    const restore = `mv '${file}' '${file}.other' && cp '${file}.bak' '${file}'`;
+    expect(err.message).toContain(restore);
+    expect(err.message).toContain(`mv '${file}.bak' '${file}.bak.other'`);
+    execFileSync('sh', ['-c', restore]);
+    expect(ids(await openAgain(dir))).toEqual(range(1, 5));
   });
 });
 
