@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { FileWriteError, fsyncDir, lineDigest, nodeFs, type StoreFs } from './durable-file.js';
-import { damagedLine, type JournalRef, lostEnd, missingChanges, outOfOrder, snapshotsMissing, unlinkedLine } from './recovery.js';
+import { damagedLine, type JournalRef, lostEnd, missingChanges, outOfOrder, snapshotsMissing, snapshotsOfTwoStores, unlinkedLine } from './recovery.js';
 import { bumpSeqFile, readSeqFile, writeSeqFileDurably } from './seq-file.js';
-import { readSnapshot, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
+import { readSnapshot, readStoreMark, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
 import { COLLECTION_KEYS, type Op } from './tables.js';
 
 export const STORE_FILE = 'db.json';
@@ -131,6 +131,7 @@ export class JournalFiles implements StoreBackend {
       this.journals = await this.listJournals();
       const contents = await this.loadSnapshot();
       await this.replay(contents, recorded);
+      await this.checkBackupsStore(contents);
       if (recorded !== null && recorded > contents.seq) {
         throw lostEnd({ recorded, loaded: contents.seq, last: this.journals.at(-1), dataDir: this.dataDir });
       }
@@ -262,6 +263,19 @@ export class JournalFiles implements StoreBackend {
     if (typeof follows === 'string' && before !== undefined && follows !== before) return fromSnapshot ? 'after-snapshot' : 'line';
     if (seq === this.snapshotSeq && contents.chain !== undefined && line.digest !== contents.chain) return 'snapshot';
     return null;
+  }
+
+  /**
+   * db.json.bak is an earlier db.json of this store, so it names the same store or none (an older
+   * svc's). Another store's db.json beside a journal whose lines name no store (an older svc's) is
+   * told by that alone; which of the two is the stranger is known only when a line names
+   * db.json's store, and then nothing foreign is loaded.
+   */
+  private async checkBackupsStore(contents: StoreContents): Promise<void> {
+    if (contents.store === undefined) return;
+    const backups = await readStoreMark(this.backupFile, this.fs);
+    if (backups === undefined || backups === contents.store || (await this.anyLineOf(contents.store))) return;
+    throw snapshotsOfTwoStores({ storeFile: this.file, snapshotSeq: this.snapshotSeq });
   }
 
   /** Whether any journal line names `store` as its store. */

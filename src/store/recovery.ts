@@ -69,6 +69,25 @@ export function unlinkedLine(d: DamagedLine & { against: 'store' | 'other-file' 
 }
 
 /**
+ * db.json and db.json.bak name two different stores, and no journal line names db.json's (every
+ * line left was written by an older svc, which names none, or there is none): one of the two came
+ * from another data dir, and which cannot be told, so no way out is offered as the one to run.
+ */
+export function snapshotsOfTwoStores(opts: { storeFile: string; snapshotSeq: number }): CorruptStoreError {
+  const { storeFile } = opts;
+  const store = path.basename(storeFile);
+  const backup = `${storeFile}.bak`;
+  return new CorruptStoreError(
+    storeFile,
+    `it names another store than ${store}.bak`,
+    undefined,
+    `The store's snapshot ${storeFile} and its copy ${backup} name two different stores (each names the store it belongs to), and no journal line here names the store ${store} names (lines an older svc wrote name none): one of the two was copied in from another data dir. ${NOTHING_CHANGED} ` +
+      `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, put this store's back: ${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: ${moveAside(storeFile, '.other')} && cp ${shellQuote(backup)} ${shellQuote(storeFile)}). ` +
+      `If ${store}.bak is the one that came from elsewhere, move it aside (${store} holds this store's changes up to change ${opts.snapshotSeq}): ${moveAside(backup, '.other')}.`,
+  );
+}
+
+/**
  * The journal and db.json disagree about the change db.json ends at. Which of the two is this
  * store's cannot be told from them, and either way out loads the other one's store, so none is
  * offered as the one to run.

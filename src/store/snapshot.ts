@@ -160,6 +160,28 @@ function checkWholeSnapshot(value: unknown, text: string): ReturnType<typeof val
   return actual === expected ? checked : { ok: false, reason: CHECK_MISMATCH };
 }
 
+/**
+ * The store's mark a snapshot names, from its first line only (db.json.bak at each start: no
+ * second read of the whole store). Undefined when there is none, or the file is missing or not in
+ * the shape writeSnapshot writes.
+ */
+export async function readStoreMark(file: string, fs: StoreFs = nodeFs): Promise<string | undefined> {
+  const handle = await fs.open(file, 'r').catch(() => null);
+  if (!handle) return undefined;
+  try {
+    const head = Buffer.alloc(256 * 1024);
+    const { bytesRead } = await handle.read(head, 0, head.length, 0);
+    const text = head.subarray(0, bytesRead).toString('utf8');
+    const newline = text.indexOf('\n');
+    if (!text.startsWith(`{"${SEQ_FIELD}":`) || newline < 0) return undefined;
+    return storeMark((JSON.parse(`${text.slice(0, newline)}}`) as Record<string, unknown>)[STORE_FIELD]);
+  } catch {
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
+
 /** Whether the file starts the way writeSnapshot writes: its header line ends within the first 256 KiB. */
 async function lineShaped(file: string, fs: StoreFs): Promise<boolean> {
   const handle = await fs.open(file, 'r').catch(() => null);
