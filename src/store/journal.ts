@@ -54,6 +54,9 @@ interface JournalLine {
  */
 type Entry = [seq: number, ops: Op[], follows?: string | null, store?: string];
 
+/** A random value of this store's own: its mark, or its first snapshot's chain. */
+const newMark = () => randomBytes(12).toString('base64url');
+
 /** What makes a line another store's (recovery.ts says it). */
 type NotThisStores = 'store' | 'other-file' | 'line' | 'after-snapshot' | 'snapshot';
 
@@ -305,15 +308,15 @@ export class JournalFiles implements StoreBackend {
       // + journal. Its chain is a value of this store's own, so that even a first change made
       // alike in two stores has lines of its own in each.
       if (!this.snapshotExists) {
-        this.chain = randomBytes(12).toString('base64url');
-        this.store = randomBytes(12).toString('base64url');
-        await this.writeSnapshot(this.withChain(current()));
+        this.chain = newMark();
+        this.store = newMark();
+        await this.writeSnapshot(this.withMarks(current()));
       }
       await this.openJournal(seq);
     }
     // a store an older svc made gets its mark with this svc's first change: its lines carry it,
     // and the next snapshot
-    this.store ??= randomBytes(12).toString('base64url');
+    this.store ??= newMark();
     const entry: Entry = [seq, ops, this.chain ?? null, this.store];
     const json = JSON.stringify(entry);
     const digest = lineDigest(json);
@@ -382,7 +385,7 @@ export class JournalFiles implements StoreBackend {
 
   async afterAppend(current: () => StoreContents): Promise<void> {
     if (this.compaction || this.journalBytes < this.threshold()) return;
-    const contents = this.withChain(current());
+    const contents = this.withMarks(current());
     // Later changes go to a new file, so the snapshot of `contents` can be written while they keep coming.
     try {
       await this.openJournal(contents.seq + 1);
@@ -415,7 +418,7 @@ export class JournalFiles implements StoreBackend {
     // A process that wrote nothing (a refused start, a read-only tool) leaves every file as it was.
     if (!this.wrote || this.refused || !current) return;
     await this.supersedeUncut().catch((err) => this.noteCompactionError(err));
-    const contents = this.withChain(current());
+    const contents = this.withMarks(current());
     if (this.journalBytes > 0) {
       this.journalBytes = 0;
       await this.writeSnapshot(contents).catch((err) => this.noteCompactionError(err));
@@ -425,11 +428,11 @@ export class JournalFiles implements StoreBackend {
 
   /** Writes `contents` as the new db.json, keeping the old one as db.json.bak, then drops journals the backup no longer needs. */
   /**
-   * The store's contents with the journal's chain at their last change. Taken when the contents
+   * The store's contents with its mark and the journal's chain at their last change. Taken when the contents
    * are: changes are appended and applied one group at a time and the contents taken between two,
    * and a snapshot written in the background must not pick up the chain of a later change.
    */
-  private withChain(contents: StoreContents): StoreContents {
+  private withMarks(contents: StoreContents): StoreContents {
     return { ...contents, chain: this.chain, store: this.store };
   }
 

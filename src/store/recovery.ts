@@ -63,9 +63,17 @@ export function unlinkedLine(d: DamagedLine & { against: 'store' | 'other-file' 
     'other-file': `it was written by another store than ${d.storeFile} and the rest of this store's journal (each names the store it belongs to): the file was copied in from another data dir`,
   }[d.against];
   const head = `The store's journal ${d.journal.file} does not belong with the rest of the store: line ${d.line} (change ${d.seq}) checks out, but ${where}. ${NOTHING_CHANGED}`;
-  const reason = d.against === 'snapshot' || d.against === 'store' ? `journal line ${d.line} is another store's change` : `journal line ${d.line} follows another store's change`;
-  if (d.against === 'snapshot' || d.against === 'store') return new CorruptStoreError(d.journal.file, reason, undefined, `${head} ${snapshotDisagrees(d.journal.file, d.storeFile, d.snapshotSeq, d.hasBackup)}`);
-  return new CorruptStoreError(d.journal.file, reason, undefined, `${head} If you know which file belongs here, put it back and start again. ${damagedWayOut(d, `Change ${d.seq} is not this store's.`)}`);
+  // which of the journal file and db.json is the stranger cannot be told
+  if (d.against === 'snapshot' || d.against === 'store') {
+    return new CorruptStoreError(d.journal.file, `journal line ${d.line} is another store's change`, undefined, `${head} ${snapshotDisagrees(d.journal.file, d.storeFile, d.snapshotSeq, d.hasBackup)}`);
+  }
+  return new CorruptStoreError(d.journal.file, `journal line ${d.line} follows another store's change`, undefined, `${head} If you know which file belongs here, put it back and start again. ${damagedWayOut(d, `Change ${d.seq} is not this store's.`)}`);
+}
+
+/** How to put this store's db.json back from its db.json.bak, keeping the other one aside (not run: offered). */
+function putBackFromBak(storeFile: string): string {
+  const store = path.basename(storeFile);
+  return `put this store's back: ${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: ${moveAside(storeFile, '.other')} && cp ${shellQuote(`${storeFile}.bak`)} ${shellQuote(storeFile)}). `;
 }
 
 /**
@@ -82,7 +90,7 @@ export function snapshotsOfTwoStores(opts: { storeFile: string; snapshotSeq: num
     `it names another store than ${store}.bak`,
     undefined,
     `The store's snapshot ${storeFile} and its copy ${backup} name two different stores (each names the store it belongs to), and no journal line here names the store ${store} names (lines an older svc wrote name none): one of the two was copied in from another data dir. ${NOTHING_CHANGED} ` +
-      `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, put this store's back: ${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: ${moveAside(storeFile, '.other')} && cp ${shellQuote(backup)} ${shellQuote(storeFile)}). ` +
+      `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, ${putBackFromBak(storeFile)}` +
       `If ${store}.bak is the one that came from elsewhere, move it aside (${store} holds this store's changes up to change ${opts.snapshotSeq}): ${moveAside(backup, '.other')}.`,
   );
 }
@@ -94,9 +102,7 @@ export function snapshotsOfTwoStores(opts: { storeFile: string; snapshotSeq: num
  */
 function snapshotDisagrees(journal: string, storeFile: string, snapshotSeq: number, hasBackup: boolean): string {
   const store = path.basename(storeFile);
-  const putBack = hasBackup
-    ? `put this store's back: ${store}.bak is its last good copy, and the journal beside it replays every later change (keep the other ${store} aside: mv ${shellQuote(storeFile)} ${shellQuote(`${storeFile}.other`)} && cp ${shellQuote(`${storeFile}.bak`)} ${shellQuote(storeFile)}). `
-    : `there is no ${store}.bak here, so put this store's back from a backup of the data dir (keep the other ${store} aside). `;
+  const putBack = hasBackup ? putBackFromBak(storeFile) : `there is no ${store}.bak here, so put this store's back from a backup of the data dir (keep the other ${store} aside). `;
   return (
     `svc cannot tell which of the two is this store's. If ${store} is the one that came from elsewhere, ` +
     putBack +

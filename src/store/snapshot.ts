@@ -166,6 +166,19 @@ function checkWholeSnapshot(value: unknown, text: string): ReturnType<typeof val
  * the shape writeSnapshot writes.
  */
 export async function readStoreMark(file: string, fs: StoreFs = nodeFs): Promise<string | undefined> {
+  try {
+    const header = await headerLine(file, fs);
+    return header ? storeMark((JSON.parse(`${header}}`) as Record<string, unknown>)[STORE_FIELD]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A snapshot's header line, as writeSnapshot writes it: ending within the first 256 KiB. Null when
+ * the file does not start so; undefined when it cannot be opened.
+ */
+async function headerLine(file: string, fs: StoreFs): Promise<string | null | undefined> {
   const handle = await fs.open(file, 'r').catch(() => null);
   if (!handle) return undefined;
   try {
@@ -173,27 +186,15 @@ export async function readStoreMark(file: string, fs: StoreFs = nodeFs): Promise
     const { bytesRead } = await handle.read(head, 0, head.length, 0);
     const text = head.subarray(0, bytesRead).toString('utf8');
     const newline = text.indexOf('\n');
-    if (!text.startsWith(`{"${SEQ_FIELD}":`) || newline < 0) return undefined;
-    return storeMark((JSON.parse(`${text.slice(0, newline)}}`) as Record<string, unknown>)[STORE_FIELD]);
-  } catch {
-    return undefined;
+    return text.startsWith(`{"${SEQ_FIELD}":`) && newline >= 0 ? text.slice(0, newline) : null;
   } finally {
     await handle.close();
   }
 }
 
-/** Whether the file starts the way writeSnapshot writes: its header line ends within the first 256 KiB. */
+/** Whether the file starts the way writeSnapshot writes (one that cannot be opened: the reader reports what is wrong). */
 async function lineShaped(file: string, fs: StoreFs): Promise<boolean> {
-  const handle = await fs.open(file, 'r').catch(() => null);
-  if (!handle) return true; // let the reader report what is wrong
-  try {
-    const head = Buffer.alloc(256 * 1024);
-    const { bytesRead } = await handle.read(head, 0, head.length, 0);
-    const text = head.subarray(0, bytesRead).toString('utf8');
-    return text.startsWith(`{"${SEQ_FIELD}":`) && text.includes('\n');
-  } finally {
-    await handle.close();
-  }
+  return (await headerLine(file, fs)) !== null;
 }
 
 async function readLineByLine(file: string, fs: StoreFs): Promise<StoreContents | null | 'not-line-shaped'> {
