@@ -122,7 +122,7 @@ async function setChoice(choice: 'deny' | 'ask') {
 
 describe('a tool name with whitespace at an end or a NUL: the choice of the tool it reads as holds', () => {
   for (const choice of ['deny', 'ask'] as const) {
-    it.fails(`delete_note set to ${choice}: none of its trimmed or NUL-cut spellings runs it, on the proxy or REST execute`, async () => {
+    it(`delete_note set to ${choice}: none of its trimmed or NUL-cut spellings runs it, on the proxy or REST execute`, async () => {
       upstream.ran.length = 0;
       await setChoice(choice);
       for (const name of SPELLINGS) {
@@ -134,7 +134,7 @@ describe('a tool name with whitespace at an end or a NUL: the choice of the tool
     }, 120_000);
   }
 
-  it.fails('a name with a control character or whitespace at an end is refused outright, in the contract\'s shape', async () => {
+  it('a name with a control character or whitespace at an end is refused outright, in the contract\'s shape', async () => {
     upstream.ran.length = 0;
     for (const name of ['read_notes ', 'read_notes\u0000', 'read\u0007_notes', '\tread_notes', 'read_notes\u0085']) {
       const viaProxy = await proxyCall(name);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AppError, forbidden, notFound } from '../errors.js';
+import { AppError, forbidden, invalidBody, notFound } from '../errors.js';
 import type { AppContext } from '../http/context.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
@@ -8,6 +8,7 @@ import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
 import { type GateDeps, type ToolGate, toolGate } from './gate.js';
 import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp } from './proxy.js';
+import { toolNameFault } from './policies.js';
 import { toolHintsSchema } from './policy-schemas.js';
 import { instanceParams } from './schemas.js';
 import { type CachedTool, type McpToolsService, toolNotAllowed } from './tools.js';
@@ -150,6 +151,8 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
         if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
         const instance = await grantedInstance(ctx, instances, params.id);
         if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
+        const fault = toolNameFault(params.tool_name);
+        if (fault) throw invalidBody(`The tool name ${JSON.stringify(params.tool_name.slice(0, 100))} ${fault}; tool names are exact.`, 'tool_name');
         const gate = gateOf(ctx, instance);
         const choice = await gate.choose(params.tool_name);
         if (choice === 'deny') throw toolNotAllowed(params.tool_name);

@@ -6,7 +6,7 @@ import { inMemoryRepositories } from '../store/store-repositories.js';
 import type { AccessRequestRecord, McpInstanceRecord, UserRecord } from '../store/schema.js';
 import { policyFromPicks } from './choices.js';
 import { HeldCalls } from './held-calls.js';
-import { defaultChoice, effectiveChoice, listFilter, mergePolicies, ToolPolicies } from './policies.js';
+import { defaultChoice, effectiveChoice, foldName, listFilter, mergePolicies, toolNameFault, ToolPolicies } from './policies.js';
 import type { McpToolsService } from './tools.js';
 
 const at = '2026-11-26T12:00:00.000Z';
@@ -126,5 +126,15 @@ describe('held calls', () => {
     expect(held.failAll('svc stopped')).toBe(1);
     expect(await outcome).toBe('failed');
     await expect(held.decide(alice, call.id, 'approved')).rejects.toThrow(expect.objectContaining({ code: 'not_pending' }));
+  });
+});
+
+describe('tool names a loose server reads as another', () => {
+  it('folds whitespace at the ends and what follows a NUL away; refuses control characters and edge whitespace', () => {
+    for (const name of ['delete_note ', '\tdelete_note', 'delete_note\u00a0', 'delete_note\u3000', 'delete_note\u0000', 'delete_note\u0000x', 'DELETE_NOTE\u200b ']) {
+      expect(foldName(name), JSON.stringify(name)).toBe(foldName('delete_note'));
+    }
+    for (const name of ['delete_note ', ' delete_note', 'delete_note\n', 'delete_note\u3000', 'delete_note\u0000x', 'del\u0007ete', 'delete\u0085']) expect(toolNameFault(name), JSON.stringify(name)).not.toBeNull();
+    for (const name of ['delete_note', 'read notes', 'ｄelete_note']) expect(toolNameFault(name)).toBeNull();
   });
 });

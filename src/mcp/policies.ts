@@ -68,8 +68,29 @@ export function mergePolicies(current: Record<string, ToolPolicy> | undefined, i
   return Object.fromEntries(out);
 }
 
-/** A tool name as a loose server may match it: compatibility-normalized, without invisible characters, in one case. */
-export const foldName = (name: string) => name.normalize('NFKC').replace(/\p{Cf}/gu, '').toLowerCase().toUpperCase();
+const CONTROL = /\p{Cc}/u;
+const EDGE_SPACE = /^\s|\s$/u;
+
+/**
+ * Why a called tool name is refused before any choice is looked up, or null. A control character
+ * (a NUL above all: a C string ends there) or whitespace at an end (Python's `strip()`, Go's
+ * `TrimSpace`) makes a name that a server may read as another: no tool is named so.
+ */
+export function toolNameFault(name: string): string | null {
+  if (CONTROL.test(name)) return 'has a control character';
+  if (EDGE_SPACE.test(name)) return 'begins or ends with whitespace';
+  return null;
+}
+
+/**
+ * A tool name as a loose server may match it: cut at a NUL, compatibility-normalized, without
+ * invisible characters or whitespace at its ends, in one case.
+ */
+export function foldName(name: string): string {
+  const nul = name.indexOf('\u0000');
+  const cut = nul === -1 ? name : name.slice(0, nul);
+  return cut.normalize('NFKC').replace(/\p{Cf}/gu, '').trim().toLowerCase().toUpperCase();
+}
 
 const STRICTNESS: Record<ToolChoice, number> = { allow: 0, ask: 1, deny: 2 };
 const stricter = (a: ToolChoice, b: ToolChoice): ToolChoice => (STRICTNESS[b] > STRICTNESS[a] ? b : a);
@@ -151,10 +172,13 @@ export class ToolPolicies {
   /**
    * This grant's choice for one tool of one of its instances. A name the instance does not list
    * that reads as one it lists, or as one the person chose for, in another case, width or with
-   * invisible characters (`DELETE_NOTE`, `ｄelete_note`) gets the strictest of their choices: a
-   * server that matches names loosely would run that tool.
+   * invisible characters, or with whitespace at an end or text after a NUL (`DELETE_NOTE`,
+   * `ｄelete_note`) gets the strictest of their choices: a server that matches names loosely
+   * would run that tool.
    */
   async choose(record: AccessRequestRecord, instance: McpInstanceRecord, tool: string): Promise<ToolChoice> {
+    // the endpoints refuse such a name first; whatever asks here gets no other answer
+    if (toolNameFault(tool) !== null) return 'deny';
     const set = setChoice(record, instance, tool);
     // hints are found for a tool the instance lists (undefined: it does not)
     const hints = set === undefined ? await this.hintsFor(instance, tool) : undefined;

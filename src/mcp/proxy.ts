@@ -13,6 +13,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { type HeldOutcome } from './held-calls.js';
 import type { ToolGate } from './gate.js';
+import { toolNameFault } from './policies.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
 /** How long an established GET stream may go without a byte (servers may have nothing to say for hours). */
@@ -333,6 +334,11 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
       if (m?.method !== 'tools/call') continue;
       const name = typeof m.params?.name === 'string' ? m.params.name : null;
       const quoted = JSON.stringify(String(m.params?.name ?? '')).slice(0, 140);
+      const fault = name === null ? null : toolNameFault(name);
+      if (fault) {
+        refused.push({ m, why: `Tool name ${quoted} ${fault}; tool names are exact` });
+        continue;
+      }
       const choice = name === null ? 'deny' : await gate.choose(name);
       if (choice === 'deny') refused.push({ m, why: `Tool ${quoted} is not allowed on this instance` });
       else if (choice === 'ask' && (messages.length > 1 || m.id === undefined || m.id === null)) {
