@@ -76,13 +76,21 @@ export function enforceGrantLimits(log: ActivityStore, clock: () => number, usag
         headers: { 'Retry-After': String(secondsToMidnight(now)) },
       });
     }
-    if (limits.requests_per_minute) {
-      const { allowed, windowStart } = await counter.takeCall(grant.record.id, now, limits.requests_per_minute);
-      if (!allowed) {
-        throw new AppError('grant_rate_limited', `This grant may make ${limits.requests_per_minute} calls a minute; the person who approved it set that limit.`, {
-          headers: { 'Retry-After': String(Math.max(1, Math.ceil((windowStart + MINUTE_MS - now) / 1000))) },
-        });
-      }
+    const perMinute = limits.requests_per_minute;
+    if (perMinute) {
+      const take = async (at: number) => {
+        const { allowed, windowStart } = await counter.takeCall(grant.record.id, at, perMinute);
+        if (!allowed) {
+          throw new AppError('grant_rate_limited', `This grant may make ${perMinute} calls a minute; the person who approved it set that limit.`, {
+            headers: { 'Retry-After': String(Math.max(1, Math.ceil((windowStart + MINUTE_MS - at) / 1000))) },
+          });
+        }
+      };
+      await take(now);
+      // a JSON-RPC batch's further messages, each a call of its own
+      ctx.state.takeCalls = async (n) => {
+        for (let i = 0; i < n; i++) await take(clock());
+      };
     }
     const count = () => {
       const note = ctx.state.activity;

@@ -69,7 +69,15 @@ export function recordActivity(log: ActivityStore, repos: Repositories, clock: (
         ...(note.tokens_estimated ? { tokens_estimated: true as const } : {}),
       };
       const grant = ctx.state.grant;
-      if (grant) log.record({ ...base, access_request_id: grant.record.id, app_client_id: grant.clientId, user: grant.user.username });
+      if (grant) {
+        const who = { access_request_id: grant.record.id, app_client_id: grant.clientId, user: grant.user.username };
+        log.record({ ...base, ...who });
+        // each further message of a batch: its own method and tool, the request's outcome
+        for (const m of note.more ?? []) {
+          const { mcp_method: _m, tool: _t, ...rest } = base;
+          log.record({ ...rest, ...(m.mcp_method ? { mcp_method: bounded(m.mcp_method) } : {}), ...(m.tool ? { tool: bounded(m.tool) } : {}), ...who });
+        }
+      }
       else if (ctx.state.attempted) void recordRefusal(log, repos, ctx.state.attempted, base);
     };
     try {

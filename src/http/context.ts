@@ -46,6 +46,8 @@ export interface ActivityNote {
   failed?: boolean;
   /** svc said no in an answer of the protocol's own (a tool outside the allow-list): the reason */
   refused?: string;
+  /** the other messages of a JSON-RPC batch: each is an event of its own, with this one's outcome */
+  more?: { mcp_method?: string; tool?: string }[];
 }
 
 /** The grant a refused credential named, when its signature held (a revoked grant's token). */
@@ -67,6 +69,11 @@ export interface AppState {
    * stream ends (see `afterAnswer`): settles once the stream is over.
    */
   streamEnded?: Promise<void>;
+  /**
+   * Counts `n` more calls of this request against the grant's calls a minute (the messages of a
+   * JSON-RPC batch after its first), or throws the limit's 429; set only where a limit applies.
+   */
+  takeCalls?: (n: number) => Promise<void>;
   /** an app call's event as it is being learnt (the model, the tool, the tokens) */
   activity?: ActivityNote;
   /** the grant a refused credential named, for the activity */

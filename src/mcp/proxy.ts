@@ -92,7 +92,8 @@ const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-proto
 /**
  * What the activity records of an MCP call: its method, and the tool of a tools/call. The stateless
  * era names both in headers (checked against the body when the body is read); otherwise the body
- * says, and only the first message of a batch is named.
+ * says. This names the first message of a batch; the others are noted once the batch is taken
+ * (`takeBatch`).
  */
 function noteMcpCall(note: ActivityNote, ctx: AppContext, text: string | undefined): void {
   const method = ctx.get('mcp-method');
@@ -111,6 +112,38 @@ function noteMcpCall(note: ActivityNote, ctx: AppContext, text: string | undefin
   } catch {
     /* not JSON: the upstream says so to the app */
   }
+}
+
+/** The most messages svc takes in one JSON-RPC batch, as the MCP SDK's server does. */
+const BATCH_LIMIT = 100;
+/** The first protocol version without JSON-RPC batches. */
+const NO_BATCHES_FROM = '2025-06-18';
+const DATED_VERSION = /^\d{4}-\d{2}-\d{2}$/;
+
+/** The event of one message of a batch: its method, and a tools/call's tool. */
+const batchEvent = (m: JsonRpc) => ({
+  ...(typeof m?.method === 'string' ? { mcp_method: m.method } : {}),
+  ...(m?.method === 'tools/call' && typeof m.params?.name === 'string' ? { tool: m.params.name } : {}),
+});
+
+/**
+ * A JSON-RPC batch is as many calls as it has messages. MCP had batches up to 2025-03-26 and
+ * dropped them in 2025-06-18, so where the request's `MCP-Protocol-Version` is that or later (or
+ * not a version svc can place) the batch is refused. svc goes by the header as the server does: a
+ * request without one is of 2025-03-26, where batches are allowed. A batch that is taken counts
+ * each message after the first against the grant's calls a minute (the first was counted with the
+ * request), and each is an event of its own in the activity.
+ */
+async function takeBatch(ctx: AppContext, messages: JsonRpc[]): Promise<void> {
+  const version = ctx.get('mcp-protocol-version');
+  if (version && !(DATED_VERSION.test(version) && version < NO_BATCHES_FROM)) {
+    throw new AppError('invalid_body', `MCP ${JSON.stringify(version.slice(0, 40))} has no JSON-RPC batches (MCP dropped them in ${NO_BATCHES_FROM}); send each message as a request of its own.`);
+  }
+  if (messages.length > BATCH_LIMIT) throw new AppError('invalid_body', `A JSON-RPC batch may hold at most ${BATCH_LIMIT} messages; this one holds ${messages.length}.`);
+  if (messages.some((m) => m?.method === 'initialize')) throw new AppError('invalid_body', 'initialize goes as a request of its own, never in a JSON-RPC batch.');
+  const note = ctx.state.activity;
+  if (note) note.more = messages.slice(1).map(batchEvent);
+  if (messages.length > 1) await ctx.state.takeCalls?.(messages.length - 1);
 }
 
 /** Whether a whole JSON-RPC answer is (or holds) an error; looked for only when the word is there. */
@@ -327,6 +360,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
     if (lookalike) throw new AppError('invalid_body', lookalike);
     const disagreement = headersDisagree(ctx, messages);
     if (disagreement) throw new AppError('header_mismatch', disagreement);
+    if (Array.isArray(parsed)) await takeBatch(ctx, messages);
     const only = messages.length === 1 ? messages[0] : undefined;
     if (only?.method === 'tools/call' && typeof only.params?.name === 'string') checkedName = only.params.name;
     const refused: { m: JsonRpc; why: string }[] = [];
