@@ -102,6 +102,17 @@ describe('a JSON-RPC batch on the MCP proxy is as many calls as it has messages'
     expect(upstream.ran.filter((t) => t.startsWith('two-')).sort()).toEqual(['two-a', 'two-b', 'two-c']);
   }, 60_000);
 
+  it('a batch with a member that is no message (an array in it, a string) or with initialize is refused', async () => {
+    const { key } = await newKey();
+    const bodies = [[[echo(1, 'nested')]], [echo(2, 'nested'), 'tools/call'], [{ jsonrpc: '2.0', id: 3, method: 'initialize', params: {} }, echo(4, 'nested')]];
+    for (const body of bodies) {
+      const res = await post(key, body, '2025-03-26');
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect((await res.json()).error.code).toBe('invalid_body');
+    }
+    expect(upstream.ran.filter((t) => t === 'nested')).toEqual([]);
+  }, 60_000);
+
   it('the activity of [ping, tools/call echo] has an event for each, the tools/call with its tool', async () => {
     const { key, grant } = await newKey();
     const res = await post(key, [{ jsonrpc: '2.0', id: 1, method: 'ping' }, echo(2, 'pinged')], '2025-03-26');

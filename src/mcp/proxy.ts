@@ -140,7 +140,9 @@ async function takeBatch(ctx: AppContext, messages: JsonRpc[]): Promise<void> {
     throw new AppError('invalid_body', `MCP ${JSON.stringify(version.slice(0, 40))} has no JSON-RPC batches (MCP dropped them in ${NO_BATCHES_FROM}); send each message as a request of its own.`);
   }
   if (messages.length > BATCH_LIMIT) throw new AppError('invalid_body', `A JSON-RPC batch may hold at most ${BATCH_LIMIT} messages; this one holds ${messages.length}.`);
-  if (messages.some((m) => m?.method === 'initialize')) throw new AppError('invalid_body', 'initialize goes as a request of its own, never in a JSON-RPC batch.');
+  // what svc does not read as a message (an array in the array, say) a lenient server might
+  if (messages.some((m) => !m || typeof m !== 'object' || Array.isArray(m))) throw new AppError('invalid_body', 'Each member of a JSON-RPC batch is a message object.');
+  if (messages.some((m) => m.method === 'initialize')) throw new AppError('invalid_body', 'initialize goes as a request of its own, never in a JSON-RPC batch.');
   const note = ctx.state.activity;
   if (note) note.more = messages.slice(1).map(batchEvent);
   if (messages.length > 1) await ctx.state.takeCalls?.(messages.length - 1);
