@@ -167,7 +167,7 @@ describe('the demo app without a client id', () => {
       child.once('exit', (code) => resolve({ code, out, err }));
     });
 
-  it.fails('an empty, a missing or no --client-id is one line that says how to get one, and a non-zero exit; never a stack trace', async () => {
+  it('an empty, a missing or no --client-id is one line that says how to get one, and a non-zero exit; never a stack trace', async () => {
     for (const args of [['--client-id', ''], ['--client-id'], [], ['--client-id', '   '], ['--bogus']]) {
       const r = await exitOf(args);
       expect(r.code, `${args.join(' ')}: ${r.out}`).toBe(2);
