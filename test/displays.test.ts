@@ -49,7 +49,7 @@ describe('displays', () => {
     await upstream?.close();
   });
 
-  it.fails('a held call\'s long arguments: in full piped, `svc calls show` and the page; an 80-column table says how much more and how to see it', async () => {
+  it('a held call\'s long arguments: in full piped, `svc calls show` and the page; an 80-column table says how much more and how to see it', async () => {
     const note = `${'harmless '.repeat(70)}AND THEN rm -rf /`;
     const answer = new Api(d.url).post(`/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { params: { id: 'n1', note } }, bearer());
     const call = await eventually(async () => ((await admin.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string }[]).find((c) => c.tool === 'delete_note'), 'a held delete_note');
@@ -76,7 +76,7 @@ describe('displays', () => {
     await answer;
   });
 
-  it.fails('times: relative on a terminal (svc activity, svc status, the calls page), ISO piped and in --json', async () => {
+  it('times: relative on a terminal (svc activity, svc status, the calls page), ISO piped and in --json', async () => {
     const table = await onTerminal(80, 'activity');
     expect(table.exitCode, table.stderr).toBe(0);
     const [, first] = table.stdout.split('\n');
@@ -98,7 +98,7 @@ describe('displays', () => {
     await answer;
   });
 
-  it.fails('svc activity names the app as every other surface does (API key "display key"), never its raw client id', async () => {
+  it('svc activity names the app as every other surface does (API key "display key"), never its raw client id', async () => {
     const table = await onTerminal(200, 'activity');
     expect(table.stdout).toContain('API key "display key"');
     expect(table.stdout).not.toContain('svc-key:');
@@ -107,7 +107,7 @@ describe('displays', () => {
     expect(listed.body.data[0]).toMatchObject({ app_client_id: expect.stringMatching(/^svc-key:/), app_name: 'API key "display key"' });
   });
 
-  it.fails('svc keys list fits 80 columns with short ids; piped and --json keep the whole ids', async () => {
+  it('svc keys list fits 80 columns with short ids; piped and --json keep the whole ids', async () => {
     const table = await onTerminal(80, 'keys', 'list');
     expect(table.exitCode, table.stderr).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
@@ -119,7 +119,7 @@ describe('displays', () => {
     expect((await piped('keys', 'list')).stdout).toContain(grantId);
   });
 
-  it.fails('a /v1 URL svc does not serve answers as OpenAI does: 404 invalid_request_error "Invalid URL (METHOD /path)", with a code', async () => {
+  it('a /v1 URL svc does not serve answers as OpenAI does: 404 invalid_request_error "Invalid URL (METHOD /path)", with a code', async () => {
     for (const [method, path] of [
       ['POST', '/v1/unknown'],
       ['GET', '/v1/unknown'],
