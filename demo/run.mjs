@@ -17,7 +17,14 @@ try {
 }
 const { DaemonClient } = cli;
 
-const { values } = parseArgs({ options: { 'data-dir': { type: 'string' } } });
+let values;
+try {
+  ({ values } = parseArgs({ options: { 'data-dir': { type: 'string' } } }));
+} catch (err) {
+  // node's own words for the mistake, never its stack
+  process.stderr.write(`svc demo: ${err.message} (it takes only --data-dir DIR)\n`);
+  process.exit(2);
+}
 const PROVIDER = 'demo';
 
 const say = (text) => process.stdout.write(`${text}\n`);

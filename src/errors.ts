@@ -43,7 +43,8 @@ export const ERROR_CODES = {
   // OpenAI's own answer for an unknown model: a 404 whose type is invalid_request_error
   model_not_found: { status: 404, type: 'invalid_request_error', when: 'no provider or alias serves that model id' },
   tool_not_found: { status: 404, type: 'not_found_error', when: 'the MCP server has no such tool' },
-  unsupported_endpoint: { status: 404, type: 'not_found_error', when: 'svc does not proxy that OpenAI endpoint (moderations, images, audio, a stored response by id), or the provider does not serve it' },
+  // OpenAI's own answer for a URL it does not serve: a 404 whose type is invalid_request_error
+  unsupported_endpoint: { status: 404, type: 'invalid_request_error', when: 'svc does not proxy that OpenAI endpoint (moderations, images, audio, a stored response by id), or the provider does not serve it' },
   method_not_allowed: { status: 405, type: 'invalid_request_error', when: 'an HTTP method the endpoint does not take' },
   already_processed: { status: 409, type: 'conflict_error', when: 'the request was already decided' },
   expired: { status: 409, type: 'conflict_error', when: 'the draft expired' },

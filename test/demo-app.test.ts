@@ -146,3 +146,34 @@ describe('the demo app finds its daemon', () => {
     expect(demo.err()).toContain(`no svc daemon runs for the data dir ${empty}`);
   });
 });
+
+describe('the demo app without a client id', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await startTestDaemon();
+  });
+  afterAll(() => d.stop());
+
+  /** The demo app's whole run with these arguments, to its exit. */
+  const exitOf = (args: string[]) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, ['examples/demo-app/server.mjs', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: cleanEnv({ SVC_HOME: d.dataDir, DEMO_CLIENT_ID: undefined }) });
+      let out = '';
+      let err = '';
+      child.stdout!.on('data', (c) => (out += c));
+      child.stderr!.on('data', (c) => (err += c));
+      // one that started anyway is stopped, and fails the test below on its exit code
+      child.stdout!.on('data', () => /demo app on/.test(out) && child.kill());
+      child.once('exit', (code) => resolve({ code, out, err }));
+    });
+
+  it('an empty, a missing or no --client-id is one line that says how to get one, and a non-zero exit; never a stack trace', async () => {
+    for (const args of [['--client-id', ''], ['--client-id'], [], ['--client-id', '   '], ['--bogus']]) {
+      const r = await exitOf(args);
+      expect(r.code, `${args.join(' ')}: ${r.out}`).toBe(2);
+      expect(r.err.trimEnd().split('\n'), r.err).toHaveLength(1);
+      expect(r.err).not.toMatch(/\n\s+at |TypeError|ERR_PARSE_ARGS/);
+      if (args[0] !== '--bogus') expect(r.err).toContain('svc clients add');
+    }
+  });
+});

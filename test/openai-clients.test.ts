@@ -69,7 +69,7 @@ describe('the openai client against svc, the details it reads', () => {
       const err = await call().catch((e: unknown) => e);
       expect(err, what).toBeInstanceOf(OpenAI.NotFoundError);
       const body = (err as InstanceType<typeof OpenAI.NotFoundError>).error as { message: string; type: string; code: string };
-      expect(body, what).toMatchObject({ type: 'not_found_error', code: 'unsupported_endpoint' });
+      expect(body, what).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_endpoint' });
       expect(body.message, what).toMatch(names);
       expect(body.message, what).toContain('/v1/chat/completions');
     }

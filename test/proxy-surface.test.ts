@@ -101,7 +101,7 @@ describe('OpenAI surface beyond chat: responses, models/{id}, completions', () =
   it('says which provider lacks an endpoint, in the OpenAI error shape', async () => {
     const err = await openai.responses.create({ model: 'bare-model', input: 'hi' }).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(err.error).toMatchObject({ type: 'not_found_error', code: 'unsupported_endpoint' });
+    expect(err.error).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_endpoint' });
     expect(err.error.message).toContain('bare does not serve /v1/responses');
     const streamed = await openai.responses.create({ model: 'bare-model', input: 'hi', stream: true }).catch((e) => e);
     expect(streamed).toBeInstanceOf(OpenAI.NotFoundError);

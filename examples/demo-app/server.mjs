@@ -14,14 +14,30 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 
-const { values } = parseArgs({
-  options: {
-    svc: { type: 'string', default: process.env.SVC_URL || undefined },
-    'data-dir': { type: 'string', default: process.env.SVC_HOME || undefined },
-    'client-id': { type: 'string', default: process.env.DEMO_CLIENT_ID ?? '' },
-    port: { type: 'string', default: process.env.DEMO_PORT ?? '5173' },
-  },
-});
+/** A mistake in how the demo app was started: one line, and exit 2 (as the svc CLI's usage errors). */
+function usage(text) {
+  console.error(`demo app: ${text}`);
+  process.exit(2);
+}
+
+const GET_ONE = 'Get one with: CLIENT=$(svc clients add "Demo App" --redirect-uri http://127.0.0.1:5173/callback --public)';
+
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      svc: { type: 'string', default: process.env.SVC_URL || undefined },
+      'data-dir': { type: 'string', default: process.env.SVC_HOME || undefined },
+      'client-id': { type: 'string', default: process.env.DEMO_CLIENT_ID ?? '' },
+      port: { type: 'string', default: process.env.DEMO_PORT ?? '5173' },
+    },
+  }));
+} catch (err) {
+  // node's own words for the mistake ("Option '--client-id <value>' argument missing"), never its stack
+  usage(`${err.message}${/client-id/.test(err.message) ? `. ${GET_ONE}` : ''}`);
+}
+values['client-id'] = values['client-id'].trim();
+if (!values['client-id']) usage(`--client-id is empty: the app needs the client id svc gave it. ${GET_ONE}, then --client-id "$CLIENT".`);
 
 /** The data dir the svc CLI would use, with the same settings. */
 function dataDir() {
@@ -64,5 +80,5 @@ const server = http.createServer(async (req, res) => {
   res.end(await readFile(new URL(file, import.meta.url)));
 });
 server.listen(Number(values.port), '127.0.0.1', () => {
-  console.log(`demo app on http://127.0.0.1:${server.address().port}/ (svc at ${svc}, client ${values['client-id'] || '(set --client-id)'})`);
+  console.log(`demo app on http://127.0.0.1:${server.address().port}/ (svc at ${svc}, client ${values['client-id']})`);
 });

@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import type { AccessRequestsService } from '../access-requests/service.js';
+import { clientView } from '../access-requests/views.js';
 import { limitsResponse } from '../access-requests/schemas.js';
 import { invalidBody, notFound } from '../errors.js';
 import type { AppDeps } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { UserRecord } from '../store/schema.js';
 import type { ActivityStore } from './store.js';
-import { activityList, activityQuery, grantLimits, parseSince } from './schemas.js';
+import { type ActivityEvent, type ActivityEventView, activityList, activityQuery, grantLimits, parseSince } from './schemas.js';
 
 const idParam = z.object({ id: z.string().min(1).max(100) });
 
@@ -34,6 +35,28 @@ async function visibleGrants(deps: AppDeps, user: UserRecord, named?: string): P
   return new Set([found[0].id]);
 }
 
+/**
+ * Each event with its app's name, as the grant lists and the review surfaces say it (clientView):
+ * one lookup a grant, however many of its events the page holds. The log itself keeps ids only.
+ */
+async function withNames(deps: AppDeps, requests: AccessRequestsService, events: ActivityEvent[]): Promise<ActivityEventView[]> {
+  const names = new Map<string, Promise<string | undefined>>();
+  const nameOf = (grantId: string) => {
+    let name = names.get(grantId);
+    if (!name) {
+      name = deps.repos.accessRequests.get(grantId).then(async (record) => (record ? clientView(record, await requests.appInfoFor(record)).app_name : undefined));
+      names.set(grantId, name);
+    }
+    return name;
+  };
+  return Promise.all(
+    events.map(async (e) => {
+      const app_name = await nameOf(e.access_request_id);
+      return app_name ? { ...e, app_name } : e;
+    }),
+  );
+}
+
 export function activityRoutes(deps: AppDeps, log: ActivityStore, requests: AccessRequestsService): AnyRouteDef[] {
   return [
     defineRoute({
@@ -51,7 +74,7 @@ export function activityRoutes(deps: AppDeps, log: ActivityStore, requests: Acce
         const since = query.since === undefined ? undefined : parseSince(query.since, deps.clock());
         if (since === null) throw invalidBody('since must be an ISO 8601 time or a duration such as 15m, 1h or 7d.', 'since');
         const grants = await visibleGrants(deps, ctx.state.user!, query.grant);
-        return { data: await log.list({ grants, since, after: query.after, limit: query.limit }) };
+        return { data: await withNames(deps, requests, await log.list({ grants, since, after: query.after, limit: query.limit })) };
       },
     }),
     defineRoute({

@@ -41,7 +41,14 @@ export const activityQuery = z.object({
   after: z.coerce.number().int().min(0).optional().describe('Only events with a larger id (for following)'),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
 });
-export const activityList = z.object({ data: z.array(activityEvent) }).meta({ id: 'ActivityList' });
+/** An event as the API answers it: with the app's name as every other surface says it. */
+export const activityEventView = activityEvent
+  .extend({
+    app_name: z.string().optional().describe('The app as the other surfaces name it (an API key: API key "its name"; a registered client: its name); absent when svc knows no name for the client id'),
+  })
+  .meta({ id: 'ActivityEventView' });
+export type ActivityEventView = z.infer<typeof activityEventView>;
+export const activityList = z.object({ data: z.array(activityEventView) }).meta({ id: 'ActivityList' });
 
 const positive = z.number().int().positive().max(1e12);
 /** What the person sets on a grant; null (or absent) means none. */

@@ -1,4 +1,6 @@
-import { inert } from '../text.js';
+import { inert, relativeTime, relativeWhen } from '../text.js';
+
+export { relativeTime };
 
 export interface Column<T> {
   header: string;
@@ -8,6 +10,11 @@ export interface Column<T> {
    * The descriptive columns give up their width instead, and past that the line wraps.
    */
   copy?: boolean;
+  /**
+   * A value a person decides on (a held call's arguments): never cut piped. On a terminal, where
+   * the table must cut it, `more` says how many characters are hidden and how to see them.
+   */
+  more?: (row: T, hidden: string) => string;
 }
 
 /**
@@ -57,12 +64,27 @@ export function outputClosed(): boolean {
   return true;
 }
 
-/** Control characters out, so an app's client id cannot drive the terminal or split a TSV row. */
-const cell = (v: unknown) => inert(v === null || v === undefined ? '' : String(v), 500).replace(/\t/g, ' ');
+/**
+ * Control characters out, so an app's client id cannot drive the terminal or split a TSV row;
+ * capped at 500 characters, but for a value a person decides on, which is never cut here.
+ */
+const cell = (v: unknown, max = 500) => inert(v === null || v === undefined ? '' : String(v), max).replace(/\t/g, ' ');
+
+/** At least this much of a value a person decides on is shown before its "… (N more characters: ...)". */
+const MORE_KEEP = 12;
+
+/** `v` in `w` characters; a value with `more` keeps its start and says what is hidden, and how to see it. */
+function clipCell(v: string, w: number, more?: (hidden: string) => string): string {
+  if (v.length <= w) return v;
+  if (!more) return `${v.slice(0, Math.max(0, w - 1))}…`;
+  // the note's own length, with room for the count
+  const keep = Math.min(v.length, Math.max(MORE_KEEP, w - more('0').length - 6));
+  return `${v.slice(0, keep)}${more((v.length - keep).toLocaleString('en-US'))}`;
+}
 
 /** A table on a TTY, tab-separated rows (no header) when piped, like gh. */
 export function printRows<T>(o: Output, rows: T[], columns: Column<T>[]): void {
-  const cells = rows.map((r) => columns.map((c) => cell(c.value(r))));
+  const cells = rows.map((r) => columns.map((c) => cell(c.value(r), c.more ? Infinity : 500)));
   if (!o.isTTY) {
     for (const row of cells) o.out(`${row.join('\t')}\n`);
     return;
@@ -77,10 +99,18 @@ export function printRows<T>(o: Output, rows: T[], columns: Column<T>[]): void {
     o.columns,
     columns.map((c) => Boolean(c.copy)),
   );
-  const clip = (v: string, w: number) => (v.length > w ? `${v.slice(0, Math.max(0, w - 1))}…` : v);
-  const line = (r: string[]) => r.map((v, i) => (i === r.length - 1 ? clip(v, widths[i]) : clip(v, widths[i]).padEnd(widths[i]))).join('  ').trimEnd();
+  const line = (r: string[], row?: T) =>
+    r
+      .map((v, i) => {
+        const { more } = columns[i];
+        // a header is cut as any value is
+        const clipped = clipCell(v, widths[i], row !== undefined && more ? (hidden) => more(row, hidden) : undefined);
+        return i === r.length - 1 ? clipped : clipped.padEnd(widths[i]);
+      })
+      .join('  ')
+      .trimEnd();
   o.out(`${line(headers)}\n`);
-  for (const row of cells) o.out(`${line(row)}\n`);
+  cells.forEach((cellsOfRow, i) => o.out(`${line(cellsOfRow, rows[i])}\n`));
 }
 
 /**
@@ -118,28 +148,7 @@ export function printFields(o: Output, fields: [string, unknown][]): void {
 export function when(o: Output, iso: string | null | undefined, now = Date.now()): string {
   if (!iso) return '';
   if (!o.isTTY) return iso;
-  const t = Date.parse(iso);
-  if (Number.isNaN(t)) return iso;
-  return relativeTime(t - now);
-}
-
-/** Up to each bound (seconds), a span is said in this unit (seconds each). */
-const SPANS: [number, number, string][] = [
-  [60, 1, 's'],
-  [90 * 60, 60, 'min'],
-  [36 * 3600, 3600, 'h'],
-  [60 * 86_400, 86_400, 'days'],
-  [730 * 86_400, 30 * 86_400, 'months'],
-  [Infinity, 365 * 86_400, 'years'],
-];
-
-/** A signed span of milliseconds as "just now", "5 min ago", "in 2 h", "3 days ago". */
-export function relativeTime(ms: number): string {
-  const s = Math.round(Math.abs(ms) / 1000);
-  if (s < 5) return 'just now';
-  const [, unit, name] = SPANS.find(([bound]) => s < bound)!;
-  const span = `${Math.max(1, Math.round(s / unit))} ${name}`;
-  return ms < 0 ? `${span} ago` : `in ${span}`;
+  return relativeWhen(iso, now);
 }
 
 export function printJson(o: Output, value: unknown): void {

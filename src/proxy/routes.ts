@@ -49,8 +49,9 @@ const passthrough = z.looseObject({}).describe('The upstream OpenAI-format respo
 
 /**
  * The last stop of the data plane: a /v1 path no route serves (moderations, images, audio, a
- * stored response by id) is an OpenAI-shaped 404 that names it, so an app's client shows what is
- * missing rather than a bare "Not found". A served path asked with another method is left to the
+ * stored response by id) is the 404 OpenAI answers for a URL it does not know (invalid_request_error,
+ * "Invalid URL (POST /v1/...)"), with svc's code and what it does serve, so an app's client shows
+ * what is missing rather than a bare "Not found". A served path asked with another method is left to the
  * router's 405.
  */
 export function unservedEndpoint(served: (path: string) => boolean): Middleware<AppState> {
@@ -59,7 +60,7 @@ export function unservedEndpoint(served: (path: string) => boolean): Middleware<
     const asked = `${ctx.method} ${ctx.path.slice(0, 200)}`;
     throw new AppError(
       'unsupported_endpoint',
-      `svc does not serve ${asked}. It proxies GET /v1/models, POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses (creating a response, not reading a stored one back).`,
+      `Invalid URL (${asked}): svc does not serve it. It proxies GET /v1/models, POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses (creating a response, not reading a stored one back).`,
     );
   };
 }

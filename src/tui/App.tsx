@@ -50,7 +50,7 @@ export function App({ width, height, color, user }: AppProps) {
       <Header title={title} aside={aside} width={width} color={color} />
       <Box flexDirection="column" height={body} overflow="hidden">
         {apps ? (
-          <AppsView apps={s.apps} width={width} height={body} color={color} />
+          <AppsView apps={s.apps} width={width} height={body} color={color} now={s.now} />
         ) : s.screen === 'call' ? (
           <CallDetail call={call} now={s.now} width={width} height={body} color={color} />
         ) : s.screen === 'grants' ? (

@@ -8,7 +8,8 @@ import { csrfToken, sessionUser } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
 import type { AccessRequestRecord, McpInstanceRecord, UserRecord } from '../store/schema.js';
-import { html } from './html.js';
+import { relativeTime, relativeWhen } from '../text.js';
+import { html, timeHtml } from './html.js';
 import { sendPage } from './login.js';
 import { formOf, sameToken } from './review.js';
 
@@ -18,9 +19,8 @@ const REVOKE_PATH = '/ui/apps/revoke';
 const RECENT = 10;
 const REFRESH_MS = 2000;
 
-const when = (iso: string | null) => (iso ? iso.replace('T', ' ').slice(0, 19) : 'never');
-const eventText = (e: ActivityEvent) =>
-  `${when(e.time)}  ${e.kind}${e.tool ? ` ${e.mcp_method ?? ''} ${e.tool}` : e.model ? ` ${e.model}` : e.mcp_method ? ` ${e.mcp_method}` : ''}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${e.tokens_in !== undefined || e.tokens_out !== undefined ? `  ${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tokens` : ''}`;
+const eventText = (e: ActivityEvent, now: number) =>
+  `${relativeWhen(e.time, now)}  ${e.kind}${e.tool ? ` ${e.mcp_method ?? ''} ${e.tool}` : e.model ? ` ${e.model}` : e.mcp_method ? ` ${e.mcp_method}` : ''}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${e.tokens_in !== undefined || e.tokens_out !== undefined ? `  ${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tokens` : ''}`;
 
 /**
  * Keeps each grant's recent activity current: asks the activity API (quietly: this polling does not
@@ -28,12 +28,13 @@ const eventText = (e: ActivityEvent) =>
  * are the apps' own.
  */
 const REFRESH_SCRIPT = `(function(){
+var relativeTime=${relativeTime.toString()};
 var lists=document.querySelectorAll('ol.activity[data-grant]');
 function fill(ol,data){ol.textContent='';if(!data.length){var li=document.createElement('li');li.className='muted';li.textContent='No calls yet.';ol.appendChild(li);return}
 data.forEach(function(e){var li=document.createElement('li');li.textContent=e.line;li.className=e.outcome;ol.appendChild(li)})}
 function line(e){var what=e.tool?' '+(e.mcp_method||'')+' '+e.tool:e.model?' '+e.model:e.mcp_method?' '+e.mcp_method:'';
 var tokens=(e.tokens_in!==undefined||e.tokens_out!==undefined)?'  '+(e.tokens_estimated?'~':'')+(e.tokens_in===undefined?'?':e.tokens_in)+'/'+(e.tokens_out===undefined?'?':e.tokens_out)+' tokens':'';
-return e.time.replace('T',' ').slice(0,19)+'  '+e.kind+what+'  '+e.status+' '+e.outcome+(e.reason?' ('+e.reason+')':'')+'  '+e.duration_ms+' ms'+tokens}
+var t=Date.parse(e.time);return (isNaN(t)?e.time:relativeTime(t-Date.now()))+'  '+e.kind+what+'  '+e.status+' '+e.outcome+(e.reason?' ('+e.reason+')':'')+'  '+e.duration_ms+' ms'+tokens}
 function tick(){lists.forEach(function(ol){fetch('/svc/v1/activity?limit=${RECENT}&grant='+encodeURIComponent(ol.getAttribute('data-grant')),{headers:{'x-svc-quiet':'1'},credentials:'same-origin'})
 .then(function(r){return r.ok?r.json():null}).then(function(b){if(b)fill(ol,b.data.map(function(e){return{line:line(e),outcome:e.outcome}}))}).catch(function(){})})}
 if(lists.length)setInterval(tick,${REFRESH_MS});
@@ -84,7 +85,7 @@ export function mountAppsUi(
       ctx.redirect(`/ui/login?next=${encodeURIComponent(APPS_PATH)}`);
       return;
     }
-    renderApps(ctx, user, await grantsOf(user), csrfToken(ctx) ?? '');
+    renderApps(ctx, user, await grantsOf(user), csrfToken(ctx) ?? '', deps.clock());
   });
 
   router.post(REVOKE_PATH, sameOrigin, async function revokeFromApps(ctx) {
@@ -104,7 +105,7 @@ export function mountAppsUi(
   });
 }
 
-function renderApps(ctx: AppContext, user: UserRecord, grants: GrantView[], csrf: string): void {
+function renderApps(ctx: AppContext, user: UserRecord, grants: GrantView[], csrf: string, now: number): void {
   const revoked = typeof ctx.query.revoked === 'string' ? ctx.query.revoked.slice(0, 8) : '';
   sendPage(
     ctx,
@@ -124,11 +125,11 @@ ${grants.length === 0
 <dt>Client</dt><dd><code>${g.record.app_client_id}</code></dd>
 <dt>Role</dt><dd>${APP_ROLE_NAMES[g.record.approved_role ?? 'scope_user_user']}</dd>
 <dt>MCP instances</dt><dd>${g.instances.length ? html`${g.instances.join(', ')} · <a href="/ui/grants/tools?id=${encodeURIComponent(g.record.id)}">tool choices</a>` : 'none'}</dd>
-<dt>Last used</dt><dd>${when(usage?.last_used_at ?? null)}</dd>
+<dt>Last used</dt><dd>${usage?.last_used_at ? timeHtml(usage.last_used_at, now) : 'never'}</dd>
 <dt>Today</dt><dd class="today">${usage?.today.calls ?? 0} calls, ${usage?.today.tokens ?? 0} tokens</dd>
 <dt>Limits</dt><dd class="limits">${limits?.requests_per_minute ? `${limits.requests_per_minute} calls a minute` : 'no limit on calls'}; ${limits?.tokens_per_day ? `${limits.tokens_per_day} tokens a day` : 'no limit on tokens'}</dd>
 </dl>
-<ol class="activity" data-grant="${g.record.id}">${g.recent.length ? g.recent.map((e) => html`<li class="${e.outcome}">${eventText(e)}</li>`) : html`<li class="muted">No calls yet.</li>`}</ol>
+<ol class="activity" data-grant="${g.record.id}">${g.recent.length ? g.recent.map((e) => html`<li class="${e.outcome}">${eventText(e, now)}</li>`) : html`<li class="muted">No calls yet.</li>`}</ol>
 <form method="post" action="${REVOKE_PATH}"><input type="hidden" name="id" value="${g.record.id}"><input type="hidden" name="_csrf" value="${csrf}">
 <button type="submit" class="danger" id="revoke-${g.record.id.slice(0, 8)}">Revoke</button></form>
 </section>`;

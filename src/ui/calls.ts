@@ -8,7 +8,7 @@ import { argumentsText, visibleText } from '../mcp/display.js';
 import type { HeldCalls } from '../mcp/held-calls.js';
 import type { HeldCallView } from '../mcp/policy-schemas.js';
 import type { UserRecord } from '../store/schema.js';
-import { html, SafeHtml } from './html.js';
+import { html, SafeHtml, timeHtml } from './html.js';
 import { sendPage } from './login.js';
 
 /**
@@ -51,7 +51,7 @@ function pendingHtml(calls: HeldCallView[], csrf: string, now: number): SafeHtml
     (c) => html`<section class="call" data-call="${c.id}" aria-labelledby="call-${c.id}">
 <h2 id="call-${c.id}"><strong>${appOf(c)}</strong> wants to run <code class="tool">${visibleText(c.tool)}</code></h2>
 <p>On <strong>${c.instance_name}</strong> · client <code>${c.app_client_id}</code> · ${c.via === 'rest' ? 'REST execute' : 'MCP'} · grant <a href="/ui/grants/tools?id=${encodeURIComponent(c.access_request_id)}" title="Change this grant's tool choices"><code>${c.access_request_id.slice(0, 8)}</code></a></p>
-<p class="done">Held at <time>${c.created_at}</time>; answered for the app as “nobody answered” in <span class="left">${secondsLeft(c, now)}</span> s unless you decide.</p>
+<p class="done">Held ${timeHtml(c.created_at, now)}; answered for the app as “nobody answered” in <span class="left">${secondsLeft(c, now)}</span> s unless you decide.</p>
 <pre class="args" aria-label="Arguments">${argumentsText(c.arguments)}</pre>
 <form method="post" action="${APPROVE_PATH}"><input type="hidden" name="_csrf" value="${csrf}"><input type="hidden" name="id" value="${c.id}">
 <select name="remember_minutes" aria-label="How long"><option value="">Just this call</option><option value="10">And this tool for 10 minutes</option><option value="60">And this tool for an hour</option></select>

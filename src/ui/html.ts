@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { relativeWhen } from '../text.js';
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
 
@@ -23,6 +24,12 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): SafeH
   });
   return new SafeHtml(out);
 }
+
+/**
+ * A time on a page: said as people read it ("5 min ago", by the daemon's clock when the page was
+ * made), with the ISO time as its datetime (and on hover), which a browser may read as its own.
+ */
+export const timeHtml = (iso: string, now: number): SafeHtml => html`<time datetime="${iso}" title="${iso}">${relativeWhen(iso, now)}</time>`;
 
 export const newNonce = () => randomBytes(16).toString('base64');
 

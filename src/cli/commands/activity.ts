@@ -1,13 +1,13 @@
 import type { Command } from 'commander';
 import type { z } from 'zod';
-import type { activityEvent } from '../../activity/schemas.js';
-import { inert } from '../../text.js';
+import type { activityEventView } from '../../activity/schemas.js';
+import { clockTime, inert } from '../../text.js';
 import { DaemonClient, usage } from '../client.js';
 import { shortId } from '../ids.js';
-import { type Column, type Output, printRows } from '../output.js';
+import { type Column, type Output, printRows, when } from '../output.js';
 
 /** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
-type ActivityEvent = z.infer<typeof activityEvent>;
+type ActivityEvent = z.infer<typeof activityEventView>;
 
 /** How often `--follow` asks for what is new. */
 const FOLLOW_MS = 1000;
@@ -16,10 +16,12 @@ const what = (e: ActivityEvent) => (e.tool ? `${e.mcp_method ?? 'tool'} ${e.tool
 const tokens = (e: ActivityEvent) => (e.tokens_in === undefined && e.tokens_out === undefined ? '' : `${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'}`);
 const outcome = (e: ActivityEvent) => (e.reason ? `${e.outcome} (${e.reason})` : e.outcome);
 
-const COLUMNS: Column<ActivityEvent>[] = [
-  { header: 'time', value: (e) => e.time },
-  { header: 'grant', value: (e) => shortId(e.access_request_id) },
-  { header: 'app', value: (e) => e.app_client_id },
+/** On a terminal: "5 min ago" in the table, the local clock time in a followed log; ISO piped. */
+const columns = (o: Output, follow = false): Column<ActivityEvent>[] => [
+  { header: 'time', value: (e) => (o.isTTY && follow ? clockTime(e.time) : when(o, e.time)) },
+  { header: 'grant', value: (e) => (o.isTTY ? shortId(e.access_request_id) : e.access_request_id) },
+  // the name every other surface gives the app (API key "demo"); its client id where svc knows none
+  { header: 'app', value: (e) => e.app_name ?? e.app_client_id },
   { header: 'kind', value: (e) => e.kind },
   { header: 'model or tool', value: what },
   { header: 'status', value: (e) => e.status },
@@ -28,7 +30,7 @@ const COLUMNS: Column<ActivityEvent>[] = [
   { header: 'tokens in/out', value: tokens },
 ];
 
-const WIDTHS = [24, 8, 24, 11, 28, 6, 24, 6, 13];
+const WIDTHS = [10, 8, 24, 11, 28, 6, 24, 6, 13];
 
 /** One line of --follow: columns of fixed width on a terminal (a row comes at a time), tab-separated piped. */
 function line(o: Output, cells: string[]): string {
@@ -36,7 +38,7 @@ function line(o: Output, cells: string[]): string {
   return `${cells.map((c, i) => (c.length > WIDTHS[i] ? `${c.slice(0, WIDTHS[i] - 1)}…` : c.padEnd(WIDTHS[i]))).join(' ').trimEnd()}\n`;
 }
 
-const eventLine = (o: Output, e: ActivityEvent) => line(o, COLUMNS.map((c) => inert(String(c.value(e) ?? ''), 200).replace(/\t/g, ' ')));
+const eventLine = (o: Output, e: ActivityEvent) => line(o, columns(o, true).map((c) => inert(String(c.value(e) ?? ''), 200).replace(/\t/g, ' ')));
 
 export function registerActivity(program: Command, o: Output): void {
   program
@@ -67,12 +69,12 @@ Examples:
       const first = await read();
       if (!opts.follow) {
         if (opts.json) o.out(`${JSON.stringify(first, null, 2)}\n`);
-        else printRows(o, first, COLUMNS);
+        else printRows(o, first, columns(o));
         return;
       }
       // Following: oldest first, as a log reads, then each new event as it comes.
       const print = (e: ActivityEvent) => o.out(opts.json ? `${JSON.stringify(e)}\n` : eventLine(o, e));
-      if (!opts.json && o.isTTY) o.out(line(o, COLUMNS.map((c) => c.header.toUpperCase())));
+      if (!opts.json && o.isTTY) o.out(line(o, columns(o, true).map((c) => c.header.toUpperCase())));
       let last = 0;
       for (const e of [...first].reverse()) {
         print(e);

@@ -1,12 +1,13 @@
 import { type Command, Option } from 'commander';
 import type { z } from 'zod';
 import type { grantToolChoices, HeldCallView, reviewTool, ToolPoliciesInput } from '../../mcp/policy-schemas.js';
-import { argumentsText } from '../../mcp/display.js';
+import { argumentsText, visibleText } from '../../mcp/display.js';
 import { hintWords } from '../../mcp/choices.js';
 import { inert } from '../../text.js';
 import { DaemonClient, usage } from '../client.js';
 import { resolve, resolveId, shortId } from '../ids.js';
-import { type Output, printFields, printJson, printRows } from '../output.js';
+import { type Output, printFields, printJson, printRows, when } from '../output.js';
+import { CliError, EXIT } from '../errors.js';
 
 /** The choices (and what `svc requests show` prints of tools), as the API answers them; type-only, so the CLI never loads zod. */
 type GrantChoices = z.infer<typeof grantToolChoices>;
@@ -29,6 +30,24 @@ function age(iso: string, now: number): string {
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
 }
 
+/** A held call in full: who, which tool, when, and every character of its arguments. */
+function printCall(o: Output, c: HeldCallView): void {
+  printFields(o, [
+    ['id', c.id],
+    ['status', c.status],
+    ['app', c.app_name ?? c.app_client_id],
+    ['client id', c.app_client_id],
+    ['tool', visibleText(c.tool)],
+    ['instance', `${c.instance_name}  ${o.isTTY ? shortId(c.instance_id) : c.instance_id}`],
+    ['held', when(o, c.created_at)],
+    ...(c.status === 'pending' ? ([['expires', when(o, c.expires_at)]] as [string, unknown][]) : ([['decided', `${when(o, c.decided_at)}${c.decided_by ? ` by ${c.decided_by}` : ''}`]] as [string, unknown][])),
+    ...(c.reason ? ([['reason', c.reason]] as [string, unknown][]) : []),
+  ]);
+  // never through printFields, which caps a value: the arguments are what the person decides on
+  if (!o.isTTY) return o.out(`arguments\t${argumentsText(c.arguments, 0)}\n`);
+  o.out(`arguments (exactly what runs if you approve):\n${argumentsText(c.arguments).replace(/^/gm, '  ')}\n`);
+}
+
 /** One line of a tool for `svc requests show`: its name, its choice, its hints. */
 export function toolLine(t: ReviewTool): string {
   const words = hintWords(t.annotations);
@@ -47,6 +66,7 @@ export function registerCalls(program: Command, o: Output): void {
 Examples:
   $ svc calls list
   $ svc calls list --json
+  $ svc calls show 5d2a9c               # one call, its arguments in full
   $ svc calls approve 5d2a9c            # a unique prefix of the id will do
   $ svc calls approve 5d2a9c --for 10m  # and the same tool of that grant runs without asking for 10 minutes
   $ svc calls deny 5d2a9c
@@ -73,9 +93,24 @@ Examples:
         { header: 'tool', value: (c) => c.tool },
         { header: 'instance', value: (c) => c.instance_name },
         { header: 'waiting', value: (c) => (c.status === 'pending' ? age(c.created_at, now) : `${Math.round((c.waited_ms ?? 0) / 1000)}s`) },
-        // the arguments in full, on one line; every invisible character shows as its escape
-        { header: 'arguments', value: (c) => argumentsText(c.arguments, 0) },
+        // the arguments on one line, every invisible character shown as its escape; in full piped,
+        // and where a terminal cuts them, the row says how much is left and where to read it
+        { header: 'arguments', value: (c) => argumentsText(c.arguments, 0), more: (c, hidden) => `… (${hidden} more characters: svc calls show ${o.isTTY ? shortId(c.id) : c.id})` },
       ]);
+    });
+
+  calls
+    .command('show <id>')
+    .description('One held call, its arguments in full, exactly as they run if you approve')
+    .option('--json', 'machine-readable output')
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const client = await connect(cmd);
+      const id = await callId(client, typed);
+      const { body } = await client.request<{ data: HeldCallView[] }>('GET', '/svc/v1/calls');
+      const call = body.data.find((c) => c.id === id);
+      if (!call) throw new CliError(`No held call of yours has the id ${inert(typed, 100)} (\`svc calls list\` shows them; a decided call is kept an hour).`, EXIT.error);
+      if (opts.json) return printJson(o, call);
+      printCall(o, call);
     });
 
   calls
@@ -89,7 +124,7 @@ Examples:
       const id = await callId(client, typed);
       const { body } = await client.request<HeldCallView>('POST', `/svc/v1/calls/${enc(id)}/approve`, minutes ? { remember_minutes: minutes } : {});
       if (opts.json) return printJson(o, body);
-      o.err(`Approved ${inert(body.tool, 120)} for ${inert(body.app_name ?? body.app_client_id, 120)}: it runs now, once.${body.remember_until ? ` The same tool of this grant runs without asking until ${body.remember_until}.` : ''}\n`);
+      o.err(`Approved ${inert(body.tool, 120)} for ${inert(body.app_name ?? body.app_client_id, 120)}: it runs now, once.${body.remember_until ? ` The same tool of this grant runs without asking ${o.isTTY ? `for the next ${when(o, body.remember_until).replace(/^in /, '')}` : `until ${body.remember_until}`}.` : ''}\n`);
     });
 
   calls

@@ -1,6 +1,6 @@
 import { type Command, Option } from 'commander';
 import { DaemonClient, usage } from '../client.js';
-import { resolve, resolveMcpSelections } from '../ids.js';
+import { resolve, resolveMcpSelections, shortId } from '../ids.js';
 import { type Output, printJson, printRows, when } from '../output.js';
 import { parseMcpSelections } from './requests/shared.js';
 import type { z } from 'zod';
@@ -65,12 +65,13 @@ Examples:
       const { body } = await (await connect(cmd)).request<{ data: ApiKey[] }>('GET', '/svc/v1/keys');
       if (opts.json) return printJson(o, body.data);
       printRows(o, body.data, [
-        { header: 'id', value: (k) => k.id, copy: true },
+        // short ids on a terminal (every command takes them), whole ones piped, as `svc requests list`
+        { header: 'id', value: (k) => (o.isTTY ? shortId(k.id) : k.id), copy: true },
         { header: 'name', value: (k) => k.name },
         { header: 'status', value: (k) => k.status },
         { header: 'role', value: (k) => k.role },
         { header: 'mcp instances', value: (k) => k.mcp_servers.reduce((n, s) => n + s.instance_ids.length, 0) },
-        { header: 'access request', value: (k) => k.access_request_id, copy: true },
+        { header: 'access request', value: (k) => (o.isTTY ? shortId(k.access_request_id) : k.access_request_id), copy: true },
         { header: 'created', value: (k) => when(o, k.created_at) },
         { header: 'expires', value: (k) => (k.expires_at ? when(o, k.expires_at) : 'never') },
       ]);

@@ -4,7 +4,7 @@ import { DaemonClient, usage } from '../client.js';
 import { LOCAL_LOGIN_HEADER } from '../../daemon-info.js';
 import { clearCliSession, localLoginProof, storeCliSession } from '../credentials.js';
 import { CliError } from '../errors.js';
-import { type Output, printFields, printJson } from '../output.js';
+import { type Output, printFields, printJson, when } from '../output.js';
 import { readSecret } from '../prompt.js';
 
 /**
@@ -73,7 +73,7 @@ export function registerSession(program: Command, o: Output): void {
             ? ([
                 ['waiting', `${overview.requests_waiting} access request${overview.requests_waiting === 1 ? '' : 's'} (svc review)`],
                 ['active', `${overview.grants_active} grant${overview.grants_active === 1 ? '' : 's'}, ${overview.keys_active} API key${overview.keys_active === 1 ? '' : 's'} (svc activity)`],
-                ...overview.providers.map((p): [string, unknown] => [`provider ${p.name}`, p.discovery_error ? `discovery failed ${p.discovered_at ?? ''}: ${p.discovery_error}` : p.discovered_at ? `discovered ${p.discovered_at}` : 'not discovered yet']),
+                ...overview.providers.map((p): [string, unknown] => [`provider ${p.name}`, p.discovery_error ? `discovery failed ${when(o, p.discovered_at)}: ${p.discovery_error}` : p.discovered_at ? `discovered ${when(o, p.discovered_at)}` : 'not discovered yet']),
               ] as [string, unknown][])
             : []),
         ]);

@@ -1,6 +1,7 @@
 import { Box, Text } from 'ink';
 import { RowLead } from './RowLead.js';
 import type { AppsState } from '../apps-state.js';
+import { relativeWhen } from '../../text.js';
 import { safe, tone, windowFor } from '../format.js';
 import { type ActivityEvent, type GrantSummary, ROLE_NAMES } from '../types.js';
 
@@ -10,6 +11,8 @@ export interface AppsViewProps {
   /** Lines this view may use. */
   height: number;
   color: boolean;
+  /** the review's clock, for "5 min ago" */
+  now: number;
 }
 
 const ROLE_W = 11;
@@ -22,14 +25,14 @@ const limitsText = (g: GrantSummary) => {
   return [l.requests_per_minute ? `${l.requests_per_minute}/min` : '', l.tokens_per_day ? `${l.tokens_per_day} tok/day` : ''].filter(Boolean).join(', ');
 };
 
-const eventText = (e: ActivityEvent) => {
+const eventText = (e: ActivityEvent, now: number) => {
   const what = e.tool ? `${e.mcp_method ?? ''} ${e.tool}` : (e.model ?? e.mcp_method ?? '');
   const tokens = e.tokens_in === undefined && e.tokens_out === undefined ? '' : `  ${e.tokens_estimated ? '~' : ''}${e.tokens_in ?? '?'}/${e.tokens_out ?? '?'} tok`;
-  return `${e.time.slice(11, 19)}  ${e.kind} ${what}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${tokens}`;
+  return `${relativeWhen(e.time, now)}  ${e.kind} ${what}  ${e.status} ${e.outcome}${e.reason ? ` (${e.reason})` : ''}  ${e.duration_ms} ms${tokens}`;
 };
 
 /** The Apps view: the grants you let in, the highlighted one's activity as it happens, and the revoke or limits prompt. */
-export function AppsView({ apps, width, height, color }: AppsViewProps) {
+export function AppsView({ apps, width, height, color, now }: AppsViewProps) {
   if (apps.grants.length === 0) {
     return (
       <Box flexDirection="column" width={width}>
@@ -75,7 +78,7 @@ export function AppsView({ apps, width, height, color }: AppsViewProps) {
               <Text wrap="truncate-end">{ROLE_NAMES[g.approved_role ?? 'scope_user_user']}</Text>
             </Box>
             <Box width={USED_W} flexShrink={0}>
-              <Text wrap="truncate-end">{g.usage?.last_used_at ? g.usage.last_used_at.replace('T', ' ').slice(0, 19) : 'never'}</Text>
+              <Text wrap="truncate-end">{g.usage?.last_used_at ? relativeWhen(g.usage.last_used_at, now) : 'never'}</Text>
             </Box>
             <Box width={TODAY_W} flexShrink={0}>
               <Text wrap="truncate-end">{`${g.usage?.today.calls ?? 0} calls ${g.usage?.today.tokens ?? 0} tok`}</Text>
@@ -93,7 +96,7 @@ export function AppsView({ apps, width, height, color }: AppsViewProps) {
       ) : (
         apps.activity.slice(0, activityRows).map((e) => (
           <Text key={e.id} wrap="truncate-end" {...(e.outcome === 'ok' ? {} : tone(color, 'error'))}>
-            {safe(eventText(e), 300)}
+            {safe(eventText(e, now), 300)}
           </Text>
         ))
       )}

@@ -112,7 +112,7 @@ export function CallDetail({ call, now, width, height, color }: CallDetailProps)
           {line}
         </Text>
       ))}
-      {shown.length < lines.length ? <Text {...tone(color, 'muted')}>  … {lines.length - shown.length} more lines (svc calls list --json shows all)</Text> : null}
+      {shown.length < lines.length ? <Text {...tone(color, 'muted')}>  … {lines.length - shown.length} more lines (svc calls show {call.id.slice(0, 8)} shows all)</Text> : null}
     </Box>
   );
 }
