@@ -37,7 +37,7 @@ describe('/v1 bodies with keys that fold onto the ones svc reads', () => {
     await upstream?.close();
   });
 
-  it.fails('refuses a body with Stream, STREAM, ſtream, Model, max_Tokens or Stream_Options (400 invalid_body naming the key), and none goes upstream', async () => {
+  it('refuses a body with Stream, STREAM, ſtream, Model, max_Tokens or Stream_Options (400 invalid_body naming the key), and none goes upstream', async () => {
     const g = await limitedKey({ tokens_per_day: 1500 });
     const messages = [{ role: 'user', content: 'hi' }];
     const bodies: [string, Record<string, unknown>][] = [
@@ -69,7 +69,7 @@ describe('/v1 bodies with keys that fold onto the ones svc reads', () => {
     expect(ok.choices[0].message.content).toBeTruthy();
   });
 
-  it.fails('counts an estimate for a whole answer that reports no usage, against the tokens a day', async () => {
+  it('counts an estimate for a whole answer that reports no usage, against the tokens a day', async () => {
     const g = await limitedKey({ tokens_per_day: 100 });
     const chat = () => g.post({ model: 'no-usage', messages: [{ role: 'user', content: 'hi' }] });
     expect((await chat()).status).toBe(200);
