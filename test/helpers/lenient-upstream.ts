@@ -5,13 +5,12 @@ import type { AddressInfo } from 'node:net';
  * An OpenAI-format chat server that reads body keys without regard to case, the last spelling
  * winning, as Go's encoding/json does (Ollama's OpenAI layer): `"Stream": true` streams and
  * `"Model"` picks the model. Models: `no-usage` answers whole without usage; `slow` waits for
- * `release()` and then answers what its max_tokens allowed (or 1,000 tokens) and 10 in. Streams
+ * the next `release()` and then answers what its max_tokens allowed (or 1,000 tokens) and 10 in. Streams
  * send usage only when `stream_options.include_usage` asks for it.
  */
 export async function startLenientUpstream() {
   const seen: Record<string, unknown>[] = [];
   let waiting: (() => void)[] = [];
-  let released = false;
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -19,7 +18,7 @@ export async function startLenientUpstream() {
     const body: Record<string, any> = {};
     for (const [k, v] of Object.entries(raw)) body[k.toLowerCase().replace(/ſ/g, 's').replace(/\u212a/g, 'k')] = v;
     seen.push(raw);
-    if (body.model === 'slow' && !released) await new Promise<void>((r) => waiting.push(r));
+    if (body.model === 'slow') await new Promise<void>((r) => waiting.push(r));
     const out = Number(body.max_tokens ?? body.max_completion_tokens ?? 1000);
     const usage = { prompt_tokens: 10, completion_tokens: out, total_tokens: 10 + out };
     if (body.stream === true) {
@@ -47,9 +46,8 @@ export async function startLenientUpstream() {
     seen,
     /** how many `slow` calls wait */
     waiting: () => waiting.length,
-    /** lets every waiting `slow` call (and every later one) answer */
+    /** lets every waiting `slow` call answer (a later one waits for the next release) */
     release() {
-      released = true;
       for (const r of waiting) r();
       waiting = [];
     },
