@@ -8,7 +8,7 @@ import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from '..
 import { abortOnClientGone, callUpstream, type ClientGone, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from '../upstream/client.js';
 import { pumpStream, takeResponse } from '../upstream/pump.js';
 import { UsageTap, usageInAnswer } from '../activity/usage.js';
-import { clientClosed, deeperThan, type Endpoint, floatsToBase64, isObject, modelNotFound, streamErrorEvent, upstreamMessage, usageAsked } from './answers.js';
+import { clientClosed, deeperThan, type Endpoint, floatsToBase64, isObject, modelNotFound, outputCap, streamErrorEvent, upstreamMessage, usageAsked } from './answers.js';
 
 /** A non-streamed upstream answer is read whole, at most this much, before anything is sent. */
 export const UPSTREAM_ANSWER_LIMIT = 64 * 1024 * 1024;
@@ -47,6 +47,8 @@ export function createForwarder(deps: ForwardDeps): Forward {
     if (ctx.state.activity) ctx.state.activity.model = String(body.model);
     const resolved = await deps.catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
+    // a grant's tokens a day: what this call may spend is reserved before it starts
+    if (ctx.state.tokenBudget) await ctx.state.tokenBudget.reserve(Math.ceil(Buffer.byteLength(raw) / 4), outputCap(endpoint, resolved.defaults ? { ...resolved.defaults, ...body } : body));
     // A stream tells its token counts only when asked; svc asks for the app that did not, and
     // takes the answer out again (UsageTap), so the activity counts what the app spent.
     const askUsage = stream && (endpoint === '/chat/completions' || endpoint === '/completions') && !usageAsked(body);
