@@ -16,6 +16,7 @@ import { StartSteps } from './start-steps.js';
 import { SecretBox } from './store/crypto.js';
 import { reduceMemoryWhenIdle } from './store/memory.js';
 import { FileWriteError, writeFileDurably } from './store/durable-file.js';
+import { LocalGrantUsage } from './store/grant-days.js';
 import { lockDataDir } from './store/lock.js';
 import { checkStoreKey, type Keychain, type KeyBackend, type MasterKey, MASTER_KEY_FILE, osKeychain, resolveMasterKey, teamMasterKey } from './store/master-key.js';
 import { DatabaseUnavailableError, redactDatabaseUrl } from './store/postgres/url.js';
@@ -129,14 +130,19 @@ async function openFileBackend(dataDir: string, logger: Logger, onFatal: (err: E
       onFatal(err);
     },
   });
+  // each limited grant's tokens on its day, apart from the activity log (store/grant-days.ts)
+  const grantUsage = await LocalGrantUsage.open(dataDir, (err) => logger.warn({ err: err.message }, "could not keep the grants' tokens for today"));
   return {
     kind: 'file',
-    repos: storeRepositories(store),
+    repos: { ...storeRepositories(store), grantUsage },
     store,
     lastWriteError: () => store.lastWriteError,
     holdSetup: async () => async () => undefined,
     openActivity: (bounds, clock, logger) => ActivityLog.open(dataDir, bounds, clock, logger),
-    close: () => store.close(),
+    close: async () => {
+      await grantUsage.flush();
+      await store.close();
+    },
   };
 }
 

@@ -59,7 +59,7 @@ export function bearerChain(deps: AppDeps, auth: TokenAuth, services: Services):
   const authenticateBearer = requireBearer(auth.verifier, auth.metadataUrl, new ApiKeyVerifier(deps.repos, deps.clock, auth.metadataUrl));
   const perGrant = limitPerGrant({ calls: config.grantConcurrency, streams: config.grantStreams });
   const record = recordActivity(services.activity, deps.repos, deps.clock);
-  const grantLimits = enforceGrantLimits(services.activity, deps.clock, deps.repos.grantUsage, (err) => deps.logger.warn({ err: err.message }, "could not count a grant's tokens"));
+  const grantLimits = enforceGrantLimits(deps.clock, deps.repos.grantUsage, (err) => deps.logger.warn({ err: err.message }, "could not count a grant's tokens"));
   const checked: Middleware<AppState> = (ctx, next) => authenticateBearer(ctx, () => grantLimits(ctx, () => perGrant(ctx, next)));
   return config.activity ? (ctx, next) => record(ctx, () => checked(ctx, next)) : checked;
 }

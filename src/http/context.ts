@@ -76,6 +76,12 @@ export interface AppState {
   takeCalls?: (n: number) => Promise<void>;
   /** an app call's event as it is being learnt (the model, the tool, the tokens) */
   activity?: ActivityNote;
+  /**
+   * Set on a call of a grant with a tokens-a-day limit: reserves what the call may spend before
+   * it goes upstream (its input, estimated, and the output it allows itself, or null for no cap),
+   * and throws the 429 when the day's budget cannot hold it.
+   */
+  tokenBudget?: { reserve(tokensIn: number, tokensOut: number | null): Promise<void> };
   /** the grant a refused credential named, for the activity */
   attempted?: AttemptedGrant | Promise<AttemptedGrant | undefined>;
 }

@@ -6,6 +6,7 @@ import { jsonValue, parseOrThrow } from '../http/validate.js';
 import { mediaTypeOf } from '../upstream/media-type.js';
 import { credentialSecrets, scrubJsonTextOfAll, scrubTextOfAll } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
+import { LookalikeKeys } from '../http/lookalike-keys.js';
 import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
 import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';
 import type { McpInstanceRecord } from '../store/schema.js';
@@ -170,19 +171,8 @@ type JsonRpc = {
 /** The keys svc reads in a JSON-RPC message, and in its params (a tools/call's name and arguments). */
 const ENVELOPE_KEYS = ['jsonrpc', 'id', 'method', 'params', 'result', 'error'];
 const PARAMS_KEYS = ['name', 'arguments', '_meta'];
-/** Folds case the way lenient parsers match keys: Go's encoding/json also takes `ſ` for s and the Kelvin sign for k, .NET `ı` for i. */
-const foldKey = (key: string) => key.toLowerCase().toUpperCase();
-const FOLDED = new Map([...ENVELOPE_KEYS, ...PARAMS_KEYS].map((k) => [foldKey(k), k]));
-
-/** A key of `obj` that is not one of `keys` but folds onto one of them. */
-function lookalikeKey(obj: unknown, keys: string[]): { key: string; as: string } | undefined {
-  if (!obj || typeof obj !== 'object' || Array.isArray(obj)) return undefined;
-  for (const key of Object.keys(obj)) {
-    const as = FOLDED.get(foldKey(key));
-    if (as !== undefined && as !== key && keys.includes(as)) return { key, as };
-  }
-  return undefined;
-}
+const ENVELOPE = new LookalikeKeys(ENVELOPE_KEYS);
+const PARAMS = new LookalikeKeys(PARAMS_KEYS);
 
 /**
  * A parser that matches keys without regard to case (Go's encoding/json, .NET's web defaults)
@@ -192,7 +182,7 @@ function lookalikeKey(obj: unknown, keys: string[]): { key: string; as: string }
  */
 function lookalikeKeys(messages: JsonRpc[]): string | null {
   for (const m of messages) {
-    const found = lookalikeKey(m, ENVELOPE_KEYS) ?? lookalikeKey(m?.params, PARAMS_KEYS);
+    const found = ENVELOPE.find(m) ?? PARAMS.find(m?.params);
     if (found) return `The MCP request body has the key ${JSON.stringify(found.key.slice(0, 40))}, which some servers read as "${found.as}"; JSON-RPC keys are exact.`;
   }
   return null;

@@ -22,6 +22,24 @@ export const isObject = (v: unknown): v is Record<string, unknown> => v !== null
 /** Whether the app itself asked for a stream's usage (`stream_options.include_usage`). */
 export const usageAsked = (body: Record<string, unknown>) => isObject(body.stream_options) && body.stream_options.include_usage === true;
 
+const count = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null);
+
+/**
+ * The most output tokens a call allows itself, as the body says: `max_tokens` (or chat's
+ * `max_completion_tokens`, the larger of the two), the Responses API's `max_output_tokens`, times
+ * `n` choices; none for embeddings; null when the body names no cap.
+ */
+export function outputCap(endpoint: Endpoint, body: Record<string, unknown>): number | null {
+  if (endpoint === '/embeddings') return 0;
+  if (endpoint === '/responses') return count(body.max_output_tokens);
+  const a = count(body.max_tokens);
+  const b = endpoint === '/chat/completions' ? count(body.max_completion_tokens) : null;
+  const cap = a === null ? b : b === null ? a : Math.max(a, b);
+  if (cap === null) return null;
+  const n = count(body.n);
+  return n !== null && n > 1 ? cap * n : cap;
+}
+
 /** The message of an upstream error body: OpenAI's `error.message`, or `error`, `message`, `detail`; else the text. */
 export function upstreamMessage(text: string): string {
   try {

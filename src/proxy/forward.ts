@@ -8,7 +8,7 @@ import { LineRelay, MIN_SCRUBBED_KEY_LENGTH, scrubJsonText, scrubText } from '..
 import { abortOnClientGone, callUpstream, type ClientGone, readBody, type UpstreamResponse, upstreamUnavailable, upstreamUrl } from '../upstream/client.js';
 import { pumpStream, takeResponse } from '../upstream/pump.js';
 import { UsageTap, usageInAnswer } from '../activity/usage.js';
-import { clientClosed, deeperThan, type Endpoint, floatsToBase64, isObject, modelNotFound, streamErrorEvent, upstreamMessage, usageAsked } from './answers.js';
+import { clientClosed, deeperThan, type Endpoint, floatsToBase64, isObject, modelNotFound, outputCap, streamErrorEvent, upstreamMessage, usageAsked } from './answers.js';
 
 /** A non-streamed upstream answer is read whole, at most this much, before anything is sent. */
 export const UPSTREAM_ANSWER_LIMIT = 64 * 1024 * 1024;
@@ -47,6 +47,8 @@ export function createForwarder(deps: ForwardDeps): Forward {
     if (ctx.state.activity) ctx.state.activity.model = String(body.model);
     const resolved = await deps.catalog.resolve(String(body.model));
     if (!resolved) throw modelNotFound(String(body.model));
+    // a grant's tokens a day: what this call may spend is reserved before it starts
+    if (ctx.state.tokenBudget) await ctx.state.tokenBudget.reserve(Math.ceil(Buffer.byteLength(raw) / 4), outputCap(endpoint, resolved.defaults ? { ...resolved.defaults, ...body } : body));
     // A stream tells its token counts only when asked; svc asks for the app that did not, and
     // takes the answer out again (UsageTap), so the activity counts what the app spent.
     const askUsage = stream && (endpoint === '/chat/completions' || endpoint === '/completions') && !usageAsked(body);
@@ -75,7 +77,7 @@ export function createForwarder(deps: ForwardDeps): Forward {
       'X-Content-Type-Options': 'nosniff',
     };
     if (stream && /^text\/event-stream/i.test(contentType)) return relayStream(deps, ctx, upstream, headers, { endpoint, resolved, hideUsage: askUsage, requestBytes: Buffer.byteLength(raw) });
-    return relayAnswer(deps.providers, ctx, upstream, headers, { endpoint, body, resolved, name, abort, contentType });
+    return relayAnswer(deps.providers, ctx, upstream, headers, { endpoint, body, resolved, name, abort, contentType, requestBytes: Buffer.byteLength(raw) });
   };
 }
 
@@ -160,6 +162,8 @@ interface WholeAnswerCall {
   name: string;
   abort: ClientGone;
   contentType: string;
+  /** the app's body's size, for an estimate of what went in */
+  requestBytes: number;
 }
 
 /** Reads a non-streamed answer all before writing anything, so a failure here is still a proper 502/504. */
@@ -170,8 +174,9 @@ async function relayAnswer(providers: ProvidersService, ctx: AppContext, upstrea
   } catch (err) {
     throw call.abort.aborted ? clientClosed() : err;
   }
-  const tokens = ctx.state.activity ? usageInAnswer(buf) : null;
-  if (tokens) Object.assign(ctx.state.activity!, tokens);
+  // An answer that reports no usage counts an estimate, marked as one, as a stream does: else an
+  // upstream that leaves usage out would spend a tokens-a-day limit for free.
+  if (ctx.state.activity) Object.assign(ctx.state.activity, usageInAnswer(buf) ?? { ...answerEstimate(call.endpoint, call.requestBytes, buf.length), tokens_estimated: true });
   let text = checkedAnswerText(upstream, buf, call);
   const key = scrubKey(providers, call.resolved);
   if (key) text = scrubJsonText(text ?? buf.toString('utf8'), key);
@@ -184,6 +189,11 @@ async function relayAnswer(providers: ProvidersService, ctx: AppContext, upstrea
     headers['Content-Length'] = String(Buffer.byteLength(text));
     takeResponse(ctx, upstream.statusCode, headers).end(text, 'utf8');
   }
+}
+
+/** The tokens of a whole answer without usage: one per 4 bytes of the request, and of the answer (an embedding's vectors are no output). */
+function answerEstimate(endpoint: Endpoint, requestBytes: number, answerBytes: number) {
+  return { tokens_in: Math.ceil(requestBytes / 4), tokens_out: endpoint === '/embeddings' ? 0 : Math.ceil(answerBytes / 4) };
 }
 
 /**

@@ -1,8 +1,9 @@
 import { z } from 'zod';
-import { AppError } from '../errors.js';
+import { AppError, invalidBody } from '../errors.js';
 import type { Middleware } from 'koa';
 import type { AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
+import { LookalikeKeys } from '../http/lookalike-keys.js';
 import { parseOrThrow } from '../http/validate.js';
 import type { ModelCatalog } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
@@ -152,6 +153,25 @@ function forwardedRoutes(forward: Forward): AnyRouteDef[] {
   ];
 }
 
+/**
+ * The keys svc reads in a /v1 body (to route, record, stream, count and reserve tokens), and in
+ * its `stream_options`. An upstream that matches keys without regard to case (Go's
+ * encoding/json, as in Ollama's OpenAI layer) would read `"Stream": true` as a stream svc never
+ * asked usage of, or `"Model"` as another model than the one svc routed and recorded: such a body
+ * is refused, naming the key, rather than guessed at. Top-level keys only (and the one object
+ * svc reads inside), looked up in sets built once.
+ */
+const BODY_KEYS = new LookalikeKeys(['model', 'messages', 'prompt', 'input', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'max_output_tokens', 'n', 'encoding_format']);
+const STREAM_OPTION_KEYS = new LookalikeKeys(['include_usage']);
+
+/** Refuses a body with a key that a lenient upstream would read as one svc reads, though it is not that key. */
+function refuseLookalikeKeys(body: Record<string, unknown>): void {
+  const found = BODY_KEYS.find(body) ?? STREAM_OPTION_KEYS.find(body.stream_options);
+  if (found) {
+    throw invalidBody(`The request body has the key ${JSON.stringify(found.key.slice(0, 40))}, which some servers read as "${found.as}"; write it "${found.as}" (keys are exact).`, found.key.slice(0, 40));
+  }
+}
+
 /** What one forwarded endpoint declares: its path, its OpenAPI naming and its body's schema. */
 interface ForwardedEndpoint<B> {
   endpoint: Endpoint;
@@ -180,6 +200,7 @@ function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forw
     async handler(ctx) {
       const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
       const body = parseOrThrow(def.body, json, 'body');
+      refuseLookalikeKeys(body);
       // embeddings never stream; the others do when the body asks
       await forward(ctx, def.endpoint, raw, body, def.endpoint !== '/embeddings' && (body as { stream?: unknown }).stream === true);
     },

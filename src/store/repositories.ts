@@ -183,8 +183,15 @@ export interface GrantUsageRepository {
   takeCall(grantId: string, now: number, windowMs: number, max: number): Promise<{ allowed: boolean; windowStart: number }>;
   /** Adds upstream tokens to the grant's count for `day` (a new day starts the count again). */
   addTokens(grantId: string, day: string, tokens: number): Promise<void>;
-  /** The grant's tokens counted on `day`. */
+  /** The grant's tokens counted on `day` (spent, not what calls in flight reserved). */
   tokensOn(grantId: string, day: string): Promise<number>;
+  /**
+   * Reserves `tokens` of the grant's `day` for a call about to start, unless what is spent and
+   * reserved already reaches `budget`. One atomic step. Answers whether the call may start.
+   */
+  reserveTokens(grantId: string, day: string, tokens: number, budget: number): Promise<boolean>;
+  /** A call's end on the day it reserved on: gives back the `held` tokens and counts the `spent` ones. */
+  settleTokens(grantId: string, day: string, held: number, spent: number): Promise<void>;
   /** Forgets the rows that say nothing any more: a window started before `before`, a day other than `today`. Answers how many. */
   forgetIdle(before: number, today: string): Promise<number>;
 }

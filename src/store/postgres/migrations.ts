@@ -100,6 +100,12 @@ CREATE INDEX login_failures_last ON login_failures (last);`,
       'CREATE INDEX activity_batches_written ON activity_batches (written_at);',
     ].join('\n'),
   },
+  {
+    version: 7,
+    name: 'tokens reserved by calls in flight',
+    // what a grant's calls still running reserved of its day (src/activity/limits.ts), beside what it spent
+    sql: 'ALTER TABLE grant_usage ADD COLUMN day_held bigint NOT NULL DEFAULT 0;',
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;

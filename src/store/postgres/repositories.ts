@@ -510,9 +510,31 @@ class PgGrantUsage implements GrantUsageRepository {
       `INSERT INTO grant_usage AS u (grant_id, window_start, window_calls, day, day_tokens) VALUES ($1, 0, 0, $2, $3)
        ON CONFLICT (grant_id) DO UPDATE SET
          day_tokens = CASE WHEN u.day = $2 THEN u.day_tokens + $3 ELSE $3 END,
+         day_held = CASE WHEN u.day = $2 THEN u.day_held ELSE 0 END,
          day = $2`,
       [grantId, day, tokens],
     );
+  }
+
+  async reserveTokens(grantId: string, day: string, tokens: number, budget: number) {
+    // what is spent and reserved on the row's day is compared and added to in one statement; a
+    // new day starts both again
+    const res = await this.shared.read(
+      `INSERT INTO grant_usage AS u (grant_id, window_start, window_calls, day, day_tokens, day_held) VALUES ($1, 0, 0, $2, 0, $3)
+       ON CONFLICT (grant_id) DO UPDATE SET
+         day_held = CASE WHEN u.day = $2 THEN u.day_held + $3 ELSE $3 END,
+         day_tokens = CASE WHEN u.day = $2 THEN u.day_tokens ELSE 0 END,
+         day = $2
+       WHERE u.day <> $2 OR u.day_tokens + u.day_held < $4
+       RETURNING day_held`,
+      [grantId, day, tokens, budget],
+    );
+    return res.rows.length > 0;
+  }
+
+  async settleTokens(grantId: string, day: string, held: number, spent: number) {
+    // (a row gone on to another day meanwhile is left as it is: what was held went with its day)
+    await this.shared.read('UPDATE grant_usage SET day_held = GREATEST(0, day_held - $3), day_tokens = day_tokens + $4 WHERE grant_id = $1 AND day = $2', [grantId, day, held, spent]);
   }
 
   async forgetIdle(before: number, today: string) {
