@@ -25,7 +25,12 @@ export function countTokens(req: CountTokensRequest): TokenCount {
     bytes += 8; // the role and the message's framing
     const c = (m as ChatMessage & { content: unknown }).content;
     if (typeof c === 'string') bytes += Buffer.byteLength(c);
-    else if (Array.isArray(c)) for (const part of c) part.type === 'text' ? (bytes += Buffer.byteLength(part.text)) : images++;
+    else if (Array.isArray(c)) {
+      for (const part of c) {
+        if (part.type === 'text') bytes += Buffer.byteLength(part.text);
+        else images++;
+      }
+    }
     if (m.role === 'assistant' && m.tool_calls) for (const call of m.tool_calls) bytes += Buffer.byteLength(call.function.name) + Buffer.byteLength(call.function.arguments);
   }
   if (chat.tools) bytes += Buffer.byteLength(JSON.stringify(chat.tools));
