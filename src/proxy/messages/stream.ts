@@ -200,9 +200,12 @@ export class MessagesStream {
     this.advance();
   }
 
-  /** Opens what waits, in the order it came, while the open block may close. */
+  /**
+   * Opens what waits, in the order it came, while the open block may close. A tool call waits for
+   * its name, which content_block_start must carry (servers send it with the call's first piece).
+   */
   private advance(): void {
-    while (this.queue.length > 0 && (this.open === null || closable(this.open))) {
+    while (this.queue.length > 0 && (this.open === null || closable(this.open)) && (!this.queue[0].tool || this.queue[0].name !== '')) {
       this.closeOpen();
       this.openBlock(this.queue.shift()!);
     }
