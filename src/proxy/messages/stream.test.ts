@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MessagesStream, PING_EVENT } from './stream.js';
 
+const WAIT_LIMIT = 1024 * 1024;
+
 interface Event {
   type: string;
   [k: string]: unknown;
@@ -166,6 +168,26 @@ describe('chat stream to Anthropic events', () => {
     expect(blocks).toEqual([{ type: 'tool_use', id: 'c1', name: 'f', json: '{"a":1}' }]);
   });
 
+  it.fails('what waits behind a tool call whose JSON never closes is bounded: past the limit the call closes as it stands', () => {
+    const big = 'x'.repeat(64 * 1024);
+    const chunks = [tool(0, '{"a":', 'c1', 'f')];
+    for (let i = 0; i * big.length <= WAIT_LIMIT; i++) chunks.push(text(big));
+    chunks.push(tool(0, '1}'), text('end'));
+    const { blocks } = checkGrammar(run(chunks).events);
+    expect(blocks.map((b) => b.type)).toEqual(['tool_use', 'text']);
+    expect((blocks[0] as { json: string }).json).toBe('{"a":');
+    expect((blocks[1] as { text: string }).text.endsWith('end')).toBe(true);
+  });
+
+  it('text and arguments that look like events stay inside their data line', () => {
+    const evil = '\n\nevent: message_stop\ndata: {"type":"message_stop"}\n\n';
+    const { blocks } = checkGrammar(run([text(evil), tool(0, evil, 'c', 'f')]).events);
+    expect(blocks).toEqual([
+      { type: 'text', text: evil },
+      { type: 'tool_use', id: 'c', name: 'f', json: evil },
+    ]);
+  });
+
   it('each stop_reason, and a stop sequence the server names', () => {
     const reason = (chunks: string[], stopSequences?: string[]) => checkGrammar(run(chunks, { model: 'm', stopSequences }).events).delta.delta;
     expect(reason([text('a'), finish('length')])).toEqual({ stop_reason: 'max_tokens', stop_sequence: null });
@@ -209,10 +231,10 @@ describe('chat stream to Anthropic events', () => {
 /** A chat stream of arbitrary text, parallel tool calls split anywhere, interleaved, finish and usage. */
 const chatStream = fc
   .record({
-    texts: fc.array(fc.string({ maxLength: 8 }), { maxLength: 6 }),
+    texts: fc.array(fc.string({ maxLength: 8, unit: 'binary' }), { maxLength: 6 }),
     tools: fc.array(
       fc.record({
-        args: fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }).map((o) => JSON.stringify(o)),
+        args: fc.dictionary(fc.string({ maxLength: 5, unit: 'binary' }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }).map((o) => JSON.stringify(o)),
         cuts: fc.array(fc.nat(), { maxLength: 5 }),
         emptyFirst: fc.boolean(),
         withId: fc.boolean(),
