@@ -45,6 +45,9 @@ export interface StreamOptions {
   inputTokens?: number;
 }
 
+/** How much of the answer may wait behind a tool call whose arguments are not whole (UTF-16 units). */
+export const WAIT_LIMIT = 1024 * 1024;
+
 export const PING_EVENT = 'event: ping\ndata: {"type":"ping"}\n\n';
 const MESSAGE_STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
 
@@ -197,6 +200,9 @@ export class MessagesStream {
       this.queue.push(p);
     }
     p.waiting += text;
+    // a tool call whose JSON never closes cannot hold the rest of the answer without bound: past
+    // the limit it is closed as it stands (its later pieces are dropped) and what waits goes out
+    if (p.waiting.length > WAIT_LIMIT && this.open !== null && !closable(this.open)) this.closeOpen();
     this.advance();
   }
 
