@@ -58,7 +58,7 @@ export const messagesRequest = z
   .looseObject({
     model: z.string().min(1).max(200),
     max_tokens: z.number().int().min(1),
-    messages: z.array(messageParam).max(10_000),
+    messages: z.array(messageParam).min(1).max(10_000),
     system: z.union([z.string(), z.array(z.union([text, otherBlock]))]).optional(),
     tools: z.array(tool).max(10_000).optional(),
     tool_choice: toolChoice.optional(),

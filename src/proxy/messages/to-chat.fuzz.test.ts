@@ -62,7 +62,7 @@ const request = fc.record(
   {
     model: fc.string({ minLength: 1, maxLength: 30 }),
     max_tokens: fc.integer({ min: 1, max: 1_000_000 }),
-    messages: fc.array(fc.oneof(userMessage, assistantMessage), { maxLength: 6 }),
+    messages: fc.array(fc.oneof(userMessage, assistantMessage), { minLength: 1, maxLength: 6 }),
     system: fc.oneof(fc.string(), fc.array(fc.oneof(textBlock, dropped), { maxLength: 3 })),
     tools: fc.array(tool, { maxLength: 3 }),
     tool_choice: fc.oneof(fc.constant({ type: 'auto' }), fc.constant({ type: 'any', disable_parallel_tool_use: true }), fc.constant({ type: 'none' }), name.map((n) => ({ type: 'tool', name: n }))),

@@ -166,7 +166,8 @@ describe('Messages request to chat request', () => {
   });
 
   it('the schema refuses what the translation cannot read, and a known block with the wrong fields', () => {
-    expect(messagesRequest.safeParse({ model: 'm', messages: [] }).success).toBe(false); // no max_tokens
+    expect(messagesRequest.safeParse({ model: 'm', messages: [{ role: 'user', content: 'x' }] }).success).toBe(false); // no max_tokens
+    expect(messagesRequest.safeParse({ model: 'm', max_tokens: 1, messages: [] }).success).toBe(false);
     expect(messagesRequest.safeParse({ model: 'm', max_tokens: 1, messages: [{ role: 'tool', content: 'x' }] }).success).toBe(false);
     expect(messagesRequest.safeParse({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'text', text: 5 }] }] }).success).toBe(false);
     expect(messagesRequest.safeParse({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'tool_result' }] }] }).success).toBe(false);
