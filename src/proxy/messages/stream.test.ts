@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MessagesStream, PING_EVENT, WAIT_LIMIT } from './stream.js';
+import { LineRelay } from '../../upstream/scrub.js';
+import { MessagesStream, MessagesTransform, PING_EVENT, WAIT_LIMIT } from './stream.js';
 
 interface Event {
   type: string;
@@ -298,5 +299,25 @@ describe('chat stream to Anthropic events, fuzzed', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('the translator as the stream pump transform', () => {
+  it('bytes cut anywhere, even inside a UTF-8 character, come out as the same events, the key scrubbed first', () => {
+    const key = 'sk-provider-secret-123456';
+    const upstream = Buffer.from(text('héllo ✓ ') + text(`leak ${key}`) + tool(0, '{"k":"é"}', 'c', 'f') + finish('tool_calls') + usage(2, 3) + 'data: [DONE]');
+    for (const size of [1, 2, 3, 7, 64]) {
+      const t = new MessagesTransform(new LineRelay(key, 1 << 20), new MessagesStream({ model: 'm' }));
+      let out = '';
+      for (let at = 0; at < upstream.length; at += size) out += t.push(upstream.subarray(at, at + size)) ?? '';
+      out += t.end() ?? '';
+      expect(out).not.toContain(key);
+      const { blocks, delta } = checkGrammar(parseEvents(out));
+      expect(blocks[0]).toMatchObject({ type: 'text' });
+      expect((blocks[0] as { text: string }).text.startsWith('héllo ✓ leak ')).toBe(true);
+      expect(blocks[1]).toEqual({ type: 'tool_use', id: 'c', name: 'f', json: '{"k":"é"}' });
+      expect(delta.usage).toEqual({ input_tokens: 2, output_tokens: 3 });
+      expect(t.translator.tokens).toEqual({ tokens_in: 2, tokens_out: 3 });
+    }
   });
 });

@@ -288,3 +288,33 @@ function scan(p: Piece, text: string): void {
     } else if (c === 125 || c === 93) p.depth--;
   }
 }
+
+/** What the stream pump takes (src/upstream/pump.ts): a chunk in, what to send now out. */
+interface LineTransform {
+  push(chunk: Buffer): Buffer | string | null;
+  end(): Buffer | string | null;
+}
+
+/**
+ * The translator as the stream pump's transform: `lines` cuts the upstream's bytes into whole
+ * lines (and scrubs the provider's key from them, before anything is decoded and re-encoded),
+ * `translator` turns them into events. A break is the caller's to end, with `translator.fail`.
+ */
+export class MessagesTransform implements LineTransform {
+  constructor(
+    private readonly lines: LineTransform,
+    readonly translator: MessagesStream,
+  ) {}
+
+  push(chunk: Buffer): string | null {
+    const whole = this.lines.push(chunk);
+    const out = whole === null ? '' : this.translator.push(typeof whole === 'string' ? whole : whole.toString('utf8'));
+    return out === '' ? null : out;
+  }
+
+  end(): string | null {
+    const rest = this.lines.end();
+    const out = (rest === null ? '' : this.translator.push(typeof rest === 'string' ? rest : rest.toString('utf8'))) + this.translator.end();
+    return out === '' ? null : out;
+  }
+}
