@@ -16,6 +16,9 @@ function tokensOf(usage: unknown): Tokens | null {
   return { ...(tokensIn !== undefined ? { tokens_in: tokensIn } : {}), ...(tokensOut !== undefined ? { tokens_out: tokensOut } : {}) };
 }
 
+/** svc's estimate of the tokens in so many bytes of a request: one per 4 bytes. */
+export const tokensOfBytes = (bytes: number): number => Math.ceil(bytes / 4);
+
 /**
  * The usage of a whole (non-streamed) answer: its top-level `"usage"` key. Answers put it at or
  * near the end, but not always last: OpenAI's Responses API echoes the request's `user` and
@@ -80,7 +83,7 @@ export class UsageTap implements StreamTransform {
    * before the usage comes is no way round a tokens-a-day limit.
    */
   estimate(requestBytes: number): Tokens {
-    return { tokens_in: Math.ceil(requestBytes / 4), tokens_out: this.dataLines };
+    return { tokens_in: tokensOfBytes(requestBytes), tokens_out: this.dataLines };
   }
 
   private look(out: Buffer | string | null): Buffer | string | null {
