@@ -41,7 +41,7 @@ async function nobodysDataDir(): Promise<string> {
 }
 
 describe.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('a data dir that is not the user’s own', () => {
-  it.fails('one another user made, with their master.key: refused, naming the dir, and nothing is written', async () => {
+  it('one another user made, with their master.key: refused, naming the dir, and nothing is written', async () => {
     const dataDir = await nobodysDataDir();
     const before = await stateOf(dataDir);
     const r = await serveExpectingFailure(dataDir, envFor(dataDir));
@@ -51,7 +51,7 @@ describe.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('a dat
     expect(await stateOf(dataDir)).toEqual(before);
   });
 
-  it.fails('a link to a folder: refused, and nothing is written there', async () => {
+  it('a link to a folder: refused, and nothing is written there', async () => {
     const target = await tempDir();
     await chmod(target, 0o700);
     const dataDir = path.join(await tempDir(), 'data');
@@ -64,7 +64,7 @@ describe.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('a dat
     expect(await stateOf(target)).toEqual(before);
   });
 
-  it.fails('one that group or others may write in: refused, with how to fix it', async () => {
+  it('one that group or others may write in: refused, with how to fix it', async () => {
     for (const mode of [0o777, 0o770, 0o702]) {
       const dataDir = path.join(await tempDir(), 'data');
       await mkdir(dataDir);
@@ -78,7 +78,7 @@ describe.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('a dat
     }
   });
 
-  it.fails('a master.key of another user, or one others may read: refused, and nothing is written', async () => {
+  it('a master.key of another user, or one others may read: refused, and nothing is written', async () => {
     for (const [owner, mode] of [
       [NOBODY, 0o600],
       [0, 0o644],
@@ -101,7 +101,7 @@ describe.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('a dat
 
   // The socket of a data dir too deep for a socket path is in the runtime folder, which is
   // checked; the data dir, where daemon.json is, was not.
-  it.fails('svc status does not print the URL of a daemon.json planted in a data dir another user owns', async () => {
+  it('svc status does not print the URL of a daemon.json planted in a data dir another user owns', async () => {
     const runtime = await tempDir();
     await chmod(runtime, 0o700);
     const dataDir = path.join(await tempDir(), 'a-data-dir-deep-enough-that-its-socket-path-is-too-long-for-a-unix-socket', 'data');
