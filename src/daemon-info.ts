@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lstat, mkdir } from 'node:fs/promises';
+import { chmod, lstat, mkdir } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -71,4 +71,41 @@ export async function checkPrivateDir(dir: string, create = false): Promise<void
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid) throw new UnsafeSocketDirError(dir, 'belongs to another user');
   if ((st.mode & 0o077) !== 0) throw new UnsafeSocketDirError(dir, `can be opened by other users (mode ${(st.mode & 0o777).toString(8)}; chmod 700 it)`);
+}
+
+/** Thrown when a data dir could be another user's: svc neither writes in it nor trusts what it holds. */
+export class UnsafeDataDirError extends Error {
+  constructor(readonly dir: string, why: string, fix: string) {
+    super(`The data dir ${dir} ${why}; svc will not use it. ${fix}`);
+    this.name = 'UnsafeDataDirError';
+  }
+}
+
+/**
+ * Checks that the data dir is this user's own before anything in it is written or believed: a
+ * real folder (not a link), owned by this user, that nobody else may write in. A folder another
+ * user made could hold their master.key (a store sealed under their key) and, later, their
+ * daemon.json (a URL where the person's scripts send API keys). Only the folder itself is checked:
+ * its parent may be anyone's (/tmp). `create` makes a missing one, 0700 (its missing parents too),
+ * and takes away what others may read of an existing one (as a data dir is 0700); without it (the
+ * CLI), a missing one answers false: no daemon runs there.
+ */
+export async function checkDataDir(dir: string, create: boolean): Promise<boolean> {
+  let st = await lstat(dir).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? null : Promise.reject(err)));
+  if (!st && !create) return false;
+  if (!st) {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    st = await lstat(dir);
+  }
+  if (st.isSymbolicLink()) throw new UnsafeDataDirError(dir, 'is a link', 'Give --data-dir (or SVC_HOME) the folder itself, one of your own.');
+  if (!st.isDirectory()) throw new UnsafeDataDirError(dir, 'is not a folder', 'Give --data-dir (or SVC_HOME) a folder of your own, or a path where svc may make one.');
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid) {
+    throw new UnsafeDataDirError(dir, `belongs to another user (uid ${st.uid})`, 'Use a data dir of your own (svc makes a missing one, 0700), or check who made this one before you chown it to yourself.');
+  }
+  if (uid !== undefined && (st.mode & 0o022) !== 0) {
+    throw new UnsafeDataDirError(dir, `can be written in by other users (mode ${(st.mode & 0o777).toString(8)})`, `Check its files are yours, then \`chmod 700 ${dir}\`.`);
+  }
+  if (create && uid !== undefined && (st.mode & 0o077) !== 0) await chmod(dir, 0o700);
+  return true;
 }

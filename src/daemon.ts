@@ -1,5 +1,5 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmod, mkdir, unlink } from 'node:fs/promises';
+import { chmod, unlink } from 'node:fs/promises';
 import http from 'node:http';
 import net, { type AddressInfo, type Socket } from 'node:net';
 import path from 'node:path';
@@ -25,7 +25,7 @@ import type { DbMeta } from './store/schema.js';
 import { storeRepositories } from './store/store-repositories.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
-import { checkPrivateDir, DAEMON_FILE, INSTANCE_HEADER, LOCAL_LOGIN_LABEL, localSocketPlace } from './daemon-info.js';
+import { checkDataDir, checkPrivateDir, DAEMON_FILE, INSTANCE_HEADER, LOCAL_LOGIN_LABEL, localSocketPlace } from './daemon-info.js';
 
 export { DAEMON_FILE };
 
@@ -400,8 +400,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   };
 
   checkpoint();
-  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  await chmod(config.dataDir, 0o700);
+  // the data dir is the user's own before anything is written in it or read from it
+  await checkDataDir(config.dataDir, true);
   const steps = new StartSteps(logger, checkpoint);
 
   try {

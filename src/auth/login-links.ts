@@ -36,6 +36,10 @@ const hash = (value: string) => createHash('sha256').update(value).digest('base6
  * transaction that finds none before it), so of two uses on any replicas exactly one signs in; that
  * mark expires with the link and the OAuth sweep removes it.
  *
+ * The mark is taken back when the answer that signs the browser in was never written (its
+ * connection was gone first): a link is spent by a browser that got its session, not by one that
+ * asked and left.
+ *
  * A link is good only while the session that made it is: a logout, a password change or the
  * removal of the user (each ends that session) ends its links too, so whoever held the session
  * cannot keep a way back in by minting links before it ends.
@@ -55,8 +59,12 @@ export class LoginLinks {
     return { token: this.box.seal(SEAL_KINDS.loginLink, SEAL_ID, JSON.stringify(claims)).slice(SEALED_PREFIX.length), expiresAt };
   }
 
-  /** The user a token signs in, once: null for a token that is not one, expired, used already, or whose session ended. */
-  async redeem(token: string): Promise<string | null> {
+  /**
+   * The user a token signs in, once: null for a token that is not one, expired, used already, or
+   * whose session ended. The mark it leaves is taken back with `unspend`, for an answer that never
+   * reached the browser: a link is used up only by the answer that signs someone in.
+   */
+  async redeem(token: string): Promise<{ userId: string; unspend: () => Promise<void> } | null> {
     const claims = token.length > 0 && token.length <= MAX_TOKEN_LENGTH ? this.opened(token) : null;
     const now = this.clock();
     if (!claims || claims.e <= now) return null;
@@ -69,7 +77,7 @@ export class LoginLinks {
       await r.oauthState.put(mark);
       return true;
     });
-    return first ? claims.u : null;
+    return first ? { userId: claims.u, unspend: async () => void (await this.repos.oauthState.delete(key)) } : null;
   }
 
   private opened(token: string): LinkClaims | null {

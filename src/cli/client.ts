@@ -4,7 +4,7 @@ import path from 'node:path';
 import { ConfigError, type ConfigFlags, defaultDataDir, resolveConfig } from '../config.js';
 import type { DaemonInfo } from '../daemon.js';
 import { AppError, type ErrorBody } from '../errors.js';
-import { checkPrivateDir, DAEMON_FILE, localSocketPlace, SOCKET_FILE, UnsafeSocketDirError } from '../daemon-info.js';
+import { checkDataDir, checkPrivateDir, DAEMON_FILE, localSocketPlace, SOCKET_FILE, UnsafeDataDirError, UnsafeSocketDirError } from '../daemon-info.js';
 import { isDataDirLocked } from '../store/lock.js';
 import { loadCliSession } from './credentials.js';
 import { CliError, EXIT } from './errors.js';
@@ -129,6 +129,12 @@ export class DaemonClient {
     } catch (err) {
       if (err instanceof ConfigError) throw usage(err.message);
       throw err;
+    }
+    // A daemon.json is believed only in a data dir of this user's own (see checkDataDir).
+    try {
+      await checkDataDir(config.dataDir, false);
+    } catch (err) {
+      throw new CliError(err instanceof UnsafeDataDirError ? err.message : `Cannot use the data dir ${config.dataDir}: ${(err as Error).message}`);
     }
     const info = await readDaemonInfo(config.dataDir);
     return new DaemonClient(config.dataDir, info, env, hint);

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { writeFileDurably } from './durable-file.js';
 
@@ -53,9 +53,26 @@ function decode(text: string, where: string): Buffer {
   return key;
 }
 
+/**
+ * An existing master.key is believed only when it is this user's own file that nobody else may
+ * read or write: one another user planted would have the store sealed under a key they know.
+ * Answers false when there is none.
+ */
+async function checkKeyFile(file: string): Promise<boolean> {
+  const st = await lstat(file).catch((err: NodeJS.ErrnoException) => (err.code === 'ENOENT' ? null : Promise.reject(err)));
+  if (!st) return false;
+  if (!st.isFile()) throw new MasterKeyError(`The master key file ${file} is not a plain file (a link, or a folder); svc will not use it. Put the key itself there, 0600.`);
+  const uid = process.getuid?.();
+  if (uid === undefined) return true;
+  if (st.uid !== uid) throw new MasterKeyError(`The master key file ${file} belongs to another user (uid ${st.uid}); svc will not use it. Check who put it there: a store sealed with it is open to them.`);
+  if ((st.mode & 0o077) !== 0) throw new MasterKeyError(`The master key file ${file} can be read or written by other users (mode ${(st.mode & 0o777).toString(8)}); svc will not use it. If it is yours, \`chmod 600 ${file}\`.`);
+  return true;
+}
+
 async function readKeyFile(dataDir: string): Promise<Buffer> {
   const file = path.join(dataDir, MASTER_KEY_FILE);
   let text: string;
+  if (!(await checkKeyFile(file))) throw new MasterKeyError(`The master key file ${file} is missing; the store's secrets cannot be opened without it.`);
   try {
     text = await readFile(file, 'utf8');
   } catch {
@@ -70,6 +87,7 @@ async function readKeyFile(dataDir: string): Promise<Buffer> {
  */
 async function leftoverKeyFile(dataDir: string): Promise<Buffer | 'invalid' | null> {
   let text: string;
+  if (!(await checkKeyFile(path.join(dataDir, MASTER_KEY_FILE)))) return null;
   try {
     text = await readFile(path.join(dataDir, MASTER_KEY_FILE), 'utf8');
   } catch (err) {

@@ -6,7 +6,7 @@ import type { LoginLinks } from '../auth/login-links.js';
 import { endSession, sessionUser, startSession } from '../auth/sessions.js';
 import { AppError } from '../errors.js';
 import type { AppContext, AppDeps, AppState } from '../http/context.js';
-import { loopbackPeerUid } from '../http/peer-uid.js';
+import { fromThisMachine, loopbackPeerUid } from '../http/peer-uid.js';
 import { contentSecurityPolicy, html, newNonce, page } from './html.js';
 
 const LOGIN_CSRF_COOKIE = 'svc_login_csrf';
@@ -86,22 +86,35 @@ const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
  * - the connection comes from another local user's process: the link was handed to the person's
  *   browser on its command line, which every user of the machine can read (/proc/PID/cmdline),
  *   and a process of theirs could use it first. Told where the kernel tells it (Linux, a direct
- *   loopback connection); behind a proxy (--trust-proxy) the connection is the proxy's, and this
- *   check is left out. The daemon's own user and root pass.
+ *   connection from this machine); behind a proxy (--trust-proxy) the connection is the proxy's,
+ *   and this check is left out. The daemon's own user and root pass;
+ * - the connection comes from this machine but its owner cannot be told: the peer's socket is no
+ *   longer open and held (it sent the link and closed at once, and its lingering row shows uid 0
+ *   whoever it was), so it is nobody's to trust.
+ * The owner is read here, for this route alone, not as each connection is accepted: a read of the
+ * kernel's tables costs milliseconds, which every connection of every app would pay. A browser
+ * waits for its answer, so its socket is still open and held when it is read.
  */
 async function linkRefusal(ctx: AppContext, deps: AppDeps): Promise<{ title: string; why: string } | null> {
   if (sentByAnotherSite(ctx, deps.baseUrl())) {
     return { title: 'This sign-in link was opened by another site', why: 'A link from svc open signs in only when you open it, not when a page sends you to it.' };
   }
-  if (!deps.config.trustProxy && process.getuid) {
+  if (!deps.config.trustProxy && process.getuid && fromThisMachine(ctx.req.socket)) {
     const uid = await loopbackPeerUid(ctx.req.socket);
-    if (uid !== null && uid !== process.getuid() && uid !== 0) {
+    if (uid === null) {
+      deps.logger.warn('a login link was refused: the local process that sent it could not be told (it closed its connection)');
+      return { title: 'svc could not tell which user of this computer opened this link', why: 'A link from svc open signs in only a browser of the user who runs svc, and this connection closed before its owner could be read.' };
+    }
+    if (uid !== process.getuid() && uid !== 0) {
       deps.logger.warn({ uid }, 'a login link was refused: it came from another local user');
       return { title: 'This sign-in link was opened by another user of this computer', why: 'A link from svc open signs in only a browser of the user who runs svc.' };
     }
   }
   return null;
 }
+
+/** Whether this request's connection can still carry an answer (the peer has not closed or reset it). */
+const answerable = (ctx: AppContext) => !ctx.req.socket.destroyed && ctx.req.socket.writable;
 
 const sameToken = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
@@ -153,6 +166,12 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
 
   // `svc open`: a link the CLI made signs this browser in once, then the home page
   router.get('/ui/login-link', async function redeemLoginLink(ctx) {
+    // A connection that is gone gets no answer: the link is left for the browser that waits for
+    // one. Asked first, while the connection's ends can still be read for the check below.
+    if (!answerable(ctx)) {
+      deps.logger.info('a login link was left unspent: its connection closed before the answer');
+      return;
+    }
     // Refused before the link is looked at: it is left unspent, and the session as it was.
     const refusal = await linkRefusal(ctx, deps);
     if (refusal) {
@@ -165,15 +184,27 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
       return;
     }
     const token = typeof ctx.query.token === 'string' ? ctx.query.token : '';
-    const userId = await links.redeem(token);
-    const user = userId ? await deps.repos.users.get(userId) : undefined;
-    if (!user) {
+    const spent = await links.redeem(token);
+    const user = spent ? await deps.repos.users.get(spent.userId) : undefined;
+    if (!spent || !user) {
       sendPage(ctx, 400, 'Link used or expired', () => html`<div class="card">
 <h1>This sign-in link no longer works</h1>
 <p>A link from <code>svc open</code> works once, within a minute. Run <code>svc open</code> again, or <a href="/ui/login">log in</a>.</p>
 </div>`);
       return;
     }
+    // Spent by the answer that signs in: one that was never written (the connection went first)
+    // leaves the link as it was.
+    const unspend = () =>
+      spent.unspend().then(
+        () => deps.logger.info({ user: user.id }, 'a login link was left unspent: its answer was never written'),
+        (err: unknown) => deps.logger.warn({ err }, 'a login link whose answer was never written could not be taken back'),
+      );
+    if (!answerable(ctx) || ctx.res.closed) {
+      await unspend();
+      return;
+    }
+    ctx.res.once('close', () => void (ctx.res.writableFinished || unspend()));
     await startSession(ctx, user);
     deps.logger.info({ user: user.id }, 'login (one-time link)');
     ctx.status = 303;

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError, resolveConfig } from '../../config.js';
+import { UnsafeDataDirError } from '../../daemon-info.js';
 import { AppError } from '../../errors.js';
 import { CorruptStoreError, FileWriteError, StoreUnavailableError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
@@ -10,7 +11,7 @@ import { type Output, setOutputClosedHandler } from '../output.js';
 
 /** What a start that failed tells the user: the known causes as plain messages naming the file. */
 function startupError(err: unknown, config: { host: string; port: number }): unknown {
-  if (err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof FileWriteError || err instanceof DatabaseUnavailableError) {
+  if (err instanceof UnsafeDataDirError || err instanceof DataDirLockedError || err instanceof CorruptStoreError || err instanceof MasterKeyError || err instanceof FileWriteError || err instanceof DatabaseUnavailableError) {
     return new CliError(err.message);
   }
   // A store write that failed during first-start setup: its cause names the file.
