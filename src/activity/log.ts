@@ -10,8 +10,9 @@ import { type ActivityBounds, type ActivityQuery, type ActivityStore, emptyTotal
 /**
  * What apps did with their grants, kept in `activity.jsonl` in the data dir: one JSON line per
  * call, appended in the order they happened, off the request path (a second's worth is written at
- * a time, so a crash may lose the last second, never more). It is not the store: no call waits for
- * it, and it holds no secret and no content, only names, counts, sizes and times.
+ * a time, so a crash may lose the last second, never more; a batch the disk refuses is kept and
+ * tried again). It is not the store: no call waits for it, and it holds no secret and no content,
+ * only names, counts, sizes and times. A damaged line costs that line alone, and is logged.
  *
  * Events are kept with a bound (days and a number); since they are in time order, what goes is
  * always a prefix, and dropping it is one copy of the rest to a new file. In memory there is only
