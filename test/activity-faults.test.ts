@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ACTIVITY_FILE, ActivityLog } from '../src/activity/log.js';
 import type { ActivityEvent } from '../src/activity/schemas.js';
 import { createLogger } from '../src/log.js';
-import { startTestDaemon } from './helpers/daemon.js';
+import { startTestDaemon, tempDir } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { needs } from './helpers/requirements.js';
@@ -174,6 +174,36 @@ describe.skipIf(!needs(Boolean(canMount), 'activity faults (nearly full disk)', 
     } finally {
       await d.close().catch(() => undefined);
       await upstream.close();
+    }
+  });
+});
+
+describe('a damaged activity log through the daemon', () => {
+  it('a garbage middle line and a last line without its newline: only the garbage line is lost, each is named in the log, and later events survive a restart', async () => {
+    const dataDir = await tempDir();
+    const file = path.join(dataDir, ACTIVITY_FILE);
+    const line = (id: number) => JSON.stringify({ id: String(id), ...event(id) });
+    writeFileSync(file, `${line(1)}\n${line(2)}\nnot json at all\n${line(4)}\n${line(5)}`, { mode: 0o600 });
+    const config = { rateLimitClient: 0, rateLimitAddress: 0 };
+    let d = await startTestDaemon({ dataDir, config });
+    try {
+      const password = d.adminPassword;
+      const logged = d.logs.map((l) => JSON.parse(l) as { msg: string; file?: string; line?: number });
+      expect(logged.find((l) => l.file === file && l.line === 3 && /not a whole event/.test(l.msg))).toBeDefined();
+      expect(logged.find((l) => l.file === file && l.line === 5 && /newline/.test(l.msg))).toBeDefined();
+      const admin = await new Api(d.url).login('admin', password);
+      const ids = async () => ((await admin.get('/svc/v1/activity?limit=1000')).body.data as ActivityEvent[]).filter((e) => e.access_request_id === 'grant-1').map((e) => e.duration_ms);
+      expect(await ids()).toEqual([5, 4, 2, 1]);
+      d.activity.record({ ...event(6) });
+      await d.activity.flush();
+      await d.close();
+      d = await startTestDaemon({ dataDir, config });
+      const again = await new Api(d.url).login('admin', password);
+      const after = ((await again.get('/svc/v1/activity?limit=1000')).body.data as ActivityEvent[]).filter((e) => e.access_request_id === 'grant-1').map((e) => e.duration_ms);
+      expect(after).toEqual([6, 5, 4, 2, 1]);
+    } finally {
+      await d.stop();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });
