@@ -32,6 +32,17 @@ const canMount = (() => {
   }
 })();
 
+// at the file's level, so the mount goes even when a filter skips the suite that uses it
+afterAll(() => {
+  if (!canMount) return;
+  try {
+    execFileSync('umount', ['-l', mountDir], { stdio: 'ignore' });
+  } catch {
+    /* already gone */
+  }
+  rmSync(mountDir, { recursive: true, force: true });
+});
+
 const event = (n: number): Omit<ActivityEvent, 'id'> => ({
   time: new Date().toISOString(),
   kind: 'chat',
@@ -76,15 +87,6 @@ const linesOf = async (dir: string) =>
     .map((l) => JSON.parse(l) as ActivityEvent);
 
 describe.skipIf(!needs(Boolean(canMount), 'activity faults (nearly full disk)', 'root, to mount a tmpfs', 'sudo npm test'))('the activity log on a nearly full disk', () => {
-  afterAll(() => {
-    try {
-      execFileSync('umount', ['-l', mountDir], { stdio: 'ignore' });
-    } catch {
-      /* already gone */
-    }
-    rmSync(mountDir, { recursive: true, force: true });
-  });
-
   it('a short append keeps its batch and writes it whole once there is room: no event lost, no torn line', async () => {
     const dir = path.join(mountDir, 'direct');
     mkdirSync(dir);
