@@ -2,9 +2,10 @@
  * The activity log file on its own (a real file in a temp dir): past its bound it cuts itself
  * while it keeps writing, and a list never reads across a cut.
  */
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../log.js';
 import { ACTIVITY_FILE, ActivityLog } from './log.js';
@@ -51,5 +52,57 @@ describe('the activity log file', () => {
     expect(cut).toBeGreaterThanOrEqual(0);
     expect(listed.map((e) => e.duration_ms)).toEqual([199, 198, 197, 196, 195]);
     await log.close();
+  });
+});
+
+describe('a damaged activity log', () => {
+  const capture = () => {
+    const lines: { level: number; msg: string; file?: string; line?: number }[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l));
+        cb();
+      },
+    });
+    return { logger: createLogger('debug', sink), lines };
+  };
+  const bounds = { retentionDays: 0, maxEvents: 1000 };
+  const lineOf = (id: number) => JSON.stringify({ id: String(id), ...event(id) });
+  const listed = async (log: ActivityLog) => (await log.list({ limit: 100 })).map((e) => e.id).reverse();
+
+  it('a last line without its newline is completed before anything is appended: it and every later event survive a restart', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-activity-'));
+    const file = path.join(dir, ACTIVITY_FILE);
+    await writeFile(file, `${lineOf(1)}\n${lineOf(2)}\n${lineOf(3)}`);
+    const { logger, lines } = capture();
+    const log = await ActivityLog.open(dir, bounds, Date.now, logger);
+    expect(lines.find((l) => l.file === file && l.line === 3), JSON.stringify(lines)).toBeDefined();
+    log.record(event(4));
+    log.record(event(5));
+    await log.flush();
+    expect(await listed(log)).toEqual(['1', '2', '3', '4', '5']);
+    await log.close();
+    const again = await ActivityLog.open(dir, bounds, Date.now, logger);
+    expect(await listed(again)).toEqual(['1', '2', '3', '4', '5']);
+    await again.close();
+    expect((await readFile(file, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l).id)).toEqual(['1', '2', '3', '4', '5']);
+  });
+
+  it('a garbage middle line costs that line alone, and the log names the file and the line', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-activity-'));
+    const file = path.join(dir, ACTIVITY_FILE);
+    await writeFile(file, `${lineOf(1)}\n${lineOf(2)}\n{"id":"3","ti\u0000garbage\n${lineOf(4)}\n`);
+    const { logger, lines } = capture();
+    const log = await ActivityLog.open(dir, bounds, Date.now, logger);
+    const said = lines.find((l) => l.file === file && l.line === 3);
+    expect(said, JSON.stringify(lines)).toBeDefined();
+    expect(said!.level).toBeGreaterThanOrEqual(40);
+    expect(await listed(log)).toEqual(['1', '2', '4']);
+    log.record(event(5));
+    await log.flush();
+    await log.close();
+    const again = await ActivityLog.open(dir, bounds, Date.now, logger);
+    expect(await listed(again)).toEqual(['1', '2', '4', '5']);
+    await again.close();
   });
 });

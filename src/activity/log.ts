@@ -1,16 +1,18 @@
 import { createReadStream } from 'node:fs';
-import { type FileHandle, open, rename, stat, truncate } from 'node:fs/promises';
+import { type FileHandle, open, rename, stat, truncate, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Logger } from '../log.js';
+import { FileWriteError, fsyncDir, writeAll } from '../store/durable-file.js';
 import type { ActivityEvent, GrantUsage } from './schemas.js';
 import { type ActivityBounds, type ActivityQuery, type ActivityStore, emptyTotals, type GrantTotals, localDay, usageFromTotals } from './store.js';
 
 /**
  * What apps did with their grants, kept in `activity.jsonl` in the data dir: one JSON line per
  * call, appended in the order they happened, off the request path (a second's worth is written at
- * a time, so a crash may lose the last second, never more). It is not the store: no call waits for
- * it, and it holds no secret and no content, only names, counts, sizes and times.
+ * a time, so a crash may lose the last second, never more; a batch the disk refuses is kept and
+ * tried again). It is not the store: no call waits for it, and it holds no secret and no content,
+ * only names, counts, sizes and times. A damaged line costs that line alone, and is logged.
  *
  * Events are kept with a bound (days and a number); since they are in time order, what goes is
  * always a prefix, and dropping it is one copy of the rest to a new file. In memory there is only
@@ -31,21 +33,62 @@ const FLUSH_MS = 1000;
 const FLUSH_EVENTS = 100;
 /** The longest line read back; every field of an event is bounded, so a line is far shorter. */
 const MAX_LINE = 16 * 1024;
+/**
+ * The most events kept in memory while the disk refuses them (full, read-only), tried again each
+ * second: at about 0.5 KiB an event, some 5 MiB. Past it a new event is counted but not kept, and
+ * the log says so at once, and again with how many once writes go through.
+ */
+const MAX_PENDING = 10_000;
+/** After a cut that failed, the next one a write would queue waits this long (each copies the whole tail). */
+const CUT_RETRY_MS = 60_000;
+/** Damaged lines named one by one in the log at a start; past these, one line with their number. */
+const DAMAGE_NAMED = 20;
+/** The largest gap in ids a line may follow; a larger one is a damaged id, not events dropped. */
+const MAX_ID_GAP = 100 * MAX_PENDING;
 
 export { type ActivityBounds, type ActivityQuery, type GrantTotals, localDay } from './store.js';
 
 /**
- * Appends with a handle opened for that write only: a file held open for writing keeps a read-only
- * remount (a disk gone bad) from happening, and reads need no write access.
+ * Writes `buf` at byte `at`, the end of the last whole line, with a handle opened for that write
+ * only: a file held open for writing keeps a read-only remount (a disk gone bad) from happening,
+ * and reads need no write access. A write can be short (a disk filling up takes part of it): the
+ * rest is written until all is, or it throws, and then what it left is cut off again, so the next
+ * append never follows a part of a line. Should that cut fail, the next append makes it first.
  */
-async function appendDurably(file: string, buf: Buffer): Promise<void> {
-  const handle = await open(file, 'a', 0o600);
+async function appendAt(file: string, buf: Buffer, at: number): Promise<void> {
+  let handle: FileHandle | undefined;
   try {
-    await handle.write(buf, 0, buf.length, null);
-    await handle.datasync();
+    handle = await open(file, 'r+');
+    const { size } = await handle.stat();
+    if (size < at) throw new Error(`the file is ${size} bytes, shorter than the ${at} of its events: it was changed by something else than svc`);
+    if (size > at) await handle.truncate(at);
+    try {
+      await writeAll(handle, buf, at);
+      await handle.datasync();
+    } catch (err) {
+      await handle.truncate(at).catch(() => undefined);
+      throw err;
+    }
+  } catch (err) {
+    throw err instanceof FileWriteError ? err : new FileWriteError(file, err);
   } finally {
-    await handle.close();
+    await handle?.close().catch(() => undefined);
   }
+}
+
+/** A line as an event, or null when it is not one (torn, damaged, or not after `after`). */
+function parseLine(line: string, after: number): ActivityEvent | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  const e = value as ActivityEvent;
+  if (!e || typeof e !== 'object' || typeof e.id !== 'string' || typeof e.access_request_id !== 'string' || typeof e.time !== 'string') return null;
+  const id = Number(e.id);
+  if (!Number.isSafeInteger(id) || id <= after || (after > 0 && id - after > MAX_ID_GAP) || Number.isNaN(Date.parse(e.time))) return null;
+  return e;
 }
 
 /** What reading the file gives: the index of its events and every grant's totals over them. */
@@ -57,6 +100,8 @@ interface FileIndex {
   byGrant: Map<string, number[]>;
   totals: Map<string, GrantTotals>;
   size: number;
+  /** the last event lacks its newline (one could not be added): the next append adds it first */
+  unterminated: boolean;
 }
 
 export class ActivityLog implements ActivityStore {
@@ -71,6 +116,13 @@ export class ActivityLog implements ActivityStore {
   /** events recorded but not yet written, in id order */
   private pending: ActivityEvent[] = [];
   private size = 0;
+  private unterminated = false;
+  /** the disk refused the last write: the events wait, tried again each second */
+  private failing = false;
+  /** events not kept since the last write that went through (MAX_PENDING) */
+  private dropped = 0;
+  /** the time before which a write queues no cut (one failed) */
+  private cutRetryAt = 0;
   private nextId = 1;
   private timer: NodeJS.Timeout | null = null;
   private fileWork: Promise<unknown> = Promise.resolve();
@@ -107,19 +159,19 @@ export class ActivityLog implements ActivityStore {
    * its totals, and events recorded during the read count into it), and is replaced in one step.
    */
   private async readIndex(): Promise<FileIndex> {
-    const built: FileIndex = { base: this.nextId, nextId: this.nextId, offsets: [], times: [], byGrant: new Map(), totals: new Map(), size: 0 };
+    const built: FileIndex = { base: this.nextId, nextId: this.nextId, offsets: [], times: [], byGrant: new Map(), totals: new Map(), size: 0, unterminated: false };
     let offset = 0;
     const lines = createInterface({ input: createReadStream(this.file, { encoding: 'utf8' }), crlfDelay: Infinity });
     let first = true;
+    let lineNo = 0;
+    let lastGood = 0;
+    let last = 0;
+    const damaged: { line: number; offset: number; bytes: number }[] = [];
     for await (const line of lines) {
+      lineNo++;
       const length = Buffer.byteLength(line) + 1;
-      let event: ActivityEvent | null = null;
-      try {
-        event = JSON.parse(line) as ActivityEvent;
-      } catch {
-        /* a torn last line, or damage: it is skipped, and cut off below when it is the last */
-      }
-      if (event && typeof event.id === 'string') {
+      const event = parseLine(line, last);
+      if (event) {
         const id = Number(event.id);
         if (first) built.base = id;
         first = false;
@@ -131,17 +183,44 @@ export class ActivityLog implements ActivityStore {
         this.addToIndex(built, event, offset);
         built.nextId = id + 1;
         built.size = offset + length;
-      }
+        last = id;
+        lastGood = lineNo;
+      } else damaged.push({ line: lineNo, offset, bytes: length });
       offset += length;
     }
     const { size } = await stat(this.file);
+    if (lastGood > 0 && built.size === size + 1) {
+      built.size = size;
+      built.unterminated = true;
+      await this.terminate(built, lastGood);
+    }
+    this.reportDamage(damaged.filter((d) => d.offset < built.size));
     if (size > built.size) {
-      // the end of the file is not a whole event: a write a crash cut short
+      // the end of the file is not a whole event: a write a crash cut short, or damage
+      const cut = damaged.filter((d) => d.offset >= built.size).map((d) => d.line);
       await truncate(this.file, built.size);
-      this.logger.warn({ file: this.file, bytes: size - built.size }, 'activity log: cut off a torn last line');
+      this.logger.warn({ file: this.file, line: cut[0], lines: cut, bytes: size - built.size }, `activity log: cut off ${cut.length === 1 ? `line ${cut[0]}` : `lines ${cut[0]} to ${cut.at(-1)}`}, not whole events, at the end`);
     }
     if (first) built.base = built.nextId;
     return built;
+  }
+
+  /** Completes a last line that lacks only its newline, before anything follows it. */
+  private async terminate(built: FileIndex, line: number): Promise<void> {
+    try {
+      await appendAt(this.file, Buffer.from('\n'), built.size);
+      built.size++;
+      built.unterminated = false;
+      this.logger.warn({ file: this.file, line }, `activity log: line ${line}, the last, lacked its newline; it was added`);
+    } catch (err) {
+      this.logger.warn({ file: this.file, line, err: (err as Error).message }, `activity log: line ${line}, the last, lacks its newline; the next write adds it first`);
+    }
+  }
+
+  /** Each damaged line, skipped, named in the log: it costs that line alone. */
+  private reportDamage(damaged: { line: number; bytes: number }[]): void {
+    for (const d of damaged.slice(0, DAMAGE_NAMED)) this.logger.warn({ file: this.file, line: d.line, bytes: d.bytes }, `activity log: line ${d.line} is not a whole event; it is skipped`);
+    if (damaged.length > DAMAGE_NAMED) this.logger.warn({ file: this.file, lines: damaged.length }, `activity log: ${damaged.length} lines in all are not whole events; they are skipped`);
   }
 
   private install(built: FileIndex): void {
@@ -152,6 +231,7 @@ export class ActivityLog implements ActivityStore {
     this.byGrant = built.byGrant;
     this.totals = built.totals;
     this.size = built.size;
+    this.unterminated = built.unterminated;
   }
 
   private addToIndex(built: FileIndex, event: ActivityEvent, offset: number): void {
@@ -184,11 +264,19 @@ export class ActivityLog implements ActivityStore {
   /** Records one event; it is written within a second. Answers its id. */
   record(event: Omit<ActivityEvent, 'id'>): ActivityEvent {
     const full = { id: String(this.nextId++), ...event } as ActivityEvent;
-    this.pending.push(full);
+    if (this.pending.length < MAX_PENDING) this.pending.push(full);
+    else this.drop();
     this.count(full, Date.parse(full.time));
-    if (this.pending.length >= FLUSH_EVENTS) void this.writeBatch();
+    // while the disk refuses writes, only the timer tries again (each try is the whole backlog)
+    if (this.pending.length >= FLUSH_EVENTS && !this.failing) void this.writeBatch();
     else this.timer ??= setTimeout(() => void this.writeBatch(), FLUSH_MS).unref();
     return full;
+  }
+
+  private drop(): void {
+    if (this.dropped++ === 0) {
+      this.logger.error({ file: this.file, kept: this.pending.length }, `activity log: ${MAX_PENDING} events wait for the disk; new events are counted but no longer kept, until a write goes through`);
+    }
   }
 
   /** A grant's totals over the events kept; today's counts are for the daemon's local day now. */
@@ -252,29 +340,44 @@ export class ActivityLog implements ActivityStore {
       // a copy: events recorded while this one is written join the next batch
       const batch = this.pending.slice();
       const lines = batch.map((e) => `${JSON.stringify(e)}\n`);
-      const buf = Buffer.from(lines.join(''));
+      const lead = this.unterminated ? '\n' : '';
       try {
-        await appendDurably(this.file, buf);
+        await appendAt(this.file, Buffer.from(lead + lines.join('')), this.size);
       } catch (err) {
-        // a full disk: the events stay in memory and are tried again at the next flush
-        this.logger.warn({ file: this.file, err: (err as Error).message }, 'activity log: could not write events');
+        // a full disk: the events stay in memory and are tried again in a second
+        if (!this.failing) this.logger.error({ file: this.file, err: (err as Error).message, kept: batch.length }, 'activity log: could not write events; they are kept and tried again each second');
+        this.failing = true;
+        this.timer ??= setTimeout(() => void this.writeBatch(), FLUSH_MS).unref();
         return false;
       }
-      let offset = this.size;
-      for (const [i, e] of batch.entries()) {
-        this.offsets[Number(e.id) - this.base] = offset;
-        this.times[Number(e.id) - this.base] = Date.parse(e.time);
-        const ids = this.byGrant.get(e.access_request_id);
-        if (ids) ids.push(Number(e.id));
-        else this.byGrant.set(e.access_request_id, [Number(e.id)]);
-        offset += Buffer.byteLength(lines[i]);
-      }
-      this.size = offset;
+      if (this.failing || this.dropped > 0) this.logger[this.dropped > 0 ? 'error' : 'info']({ file: this.file, written: batch.length, lost: this.dropped }, `activity log: writing again; ${this.dropped} events were lost while the disk refused them`);
+      this.failing = false;
+      this.dropped = 0;
+      this.unterminated = false;
+      this.indexWritten(batch, lines, this.size + lead.length);
       this.pending = this.pending.slice(batch.length);
     }
     // queued after this write, not awaited in it: the cut waits for the queue this write holds
-    if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100) void this.dropOld().catch((err: Error) => this.logger.warn({ file: this.file, err: err.message }, 'activity log: could not remove old events'));
+    if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100 && this.clock() >= this.cutRetryAt) void this.dropOld().catch((err: Error) => this.logger.warn({ file: this.file, err: err.message }, 'activity log: could not remove old events'));
     return true;
+  }
+
+  /** Indexes a batch just written from byte `offset`; the ids of events not kept keep empty slots. */
+  private indexWritten(batch: ActivityEvent[], lines: string[], offset: number): void {
+    for (const [i, e] of batch.entries()) {
+      const id = Number(e.id);
+      while (this.base + this.offsets.length < id) {
+        this.offsets.push(offset);
+        this.times.push(0);
+      }
+      this.offsets[id - this.base] = offset;
+      this.times[id - this.base] = Date.parse(e.time);
+      const ids = this.byGrant.get(e.access_request_id);
+      if (ids) ids.push(id);
+      else this.byGrant.set(e.access_request_id, [id]);
+      offset += Buffer.byteLength(lines[i]);
+    }
+    this.size = offset;
   }
 
   /**
@@ -336,8 +439,11 @@ export class ActivityLog implements ActivityStore {
     if (length <= 0) return null;
     const buf = Buffer.alloc(length);
     await this.handle.read(buf, 0, length, offset);
+    const text = buf.toString('utf8');
+    const nl = text.indexOf('\n');
     try {
-      return JSON.parse(buf.toString('utf8').trimEnd()) as ActivityEvent;
+      // up to its own newline: a damaged line after it (skipped) is within the span too
+      return JSON.parse(nl >= 0 ? text.slice(0, nl) : text) as ActivityEvent;
     } catch {
       return null;
     }
@@ -362,21 +468,13 @@ export class ActivityLog implements ActivityStore {
     }
     if (cut <= 0) return 0;
     const from = cut < this.offsets.length ? this.offsets[cut] : this.size;
-    const tmp = `${this.file}.tmp`;
-    const out = await open(tmp, 'w', 0o600);
     try {
-      const buf = Buffer.alloc(1024 * 1024);
-      for (let pos = from; pos < this.size; ) {
-        const { bytesRead } = await this.handle.read(buf, 0, Math.min(buf.length, this.size - pos), pos);
-        if (bytesRead === 0) break;
-        await out.write(buf, 0, bytesRead);
-        pos += bytesRead;
-      }
-      await out.sync();
-    } finally {
-      await out.close();
+      await this.copyTail(from);
+    } catch (err) {
+      this.cutRetryAt = this.clock() + CUT_RETRY_MS;
+      this.logger.error({ file: this.file, err: (err as Error).message }, 'activity log: could not remove old events; the log is as it was, and the cut is tried again later');
+      return 0;
     }
-    await rename(tmp, this.file);
     await this.handle.close();
     this.handle = await open(this.file, 'r');
     const built = await this.readIndex();
@@ -402,10 +500,40 @@ export class ActivityLog implements ActivityStore {
     return cut;
   }
 
+  /**
+   * Copies the file from byte `from` to a new file and renames it over the log, only once the
+   * copy is whole and on disk; otherwise the copy goes and the log stays as it was (it throws).
+   */
+  private async copyTail(from: number): Promise<void> {
+    const tmp = `${this.file}.tmp`;
+    try {
+      const out = await open(tmp, 'w', 0o600);
+      try {
+        const buf = Buffer.alloc(1024 * 1024);
+        for (let pos = from; pos < this.size; ) {
+          const { bytesRead } = await this.handle.read(buf, 0, Math.min(buf.length, this.size - pos), pos);
+          if (bytesRead === 0) throw new Error(`the log ends at byte ${pos}, before the ${this.size} bytes of its events`);
+          await writeAll(out, buf.subarray(0, bytesRead), null);
+          pos += bytesRead;
+        }
+        if (this.unterminated) await writeAll(out, Buffer.from('\n'), null);
+        await out.sync();
+      } finally {
+        await out.close();
+      }
+      await rename(tmp, this.file);
+    } catch (err) {
+      await unlink(tmp).catch(() => undefined);
+      throw err instanceof FileWriteError ? err : new FileWriteError(tmp, err);
+    }
+    await fsyncDir(path.dirname(this.file)).catch((err: Error) => this.logger.warn({ file: this.file, err: err.message }, 'activity log: the cut is made, but its directory could not be synced'));
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.flush();
+    if (this.pending.length > 0) this.logger.error({ file: this.file, lost: this.pending.length }, `activity log: stopping with ${this.pending.length} events the disk refused; they are lost`);
     await this.handle.close();
   }
 }

@@ -98,6 +98,16 @@ export class FileWriteError extends Error {
   }
 }
 
+/** A write can be short (a disk filling up takes part of it): the rest is written until all is, or it throws. */
+export async function writeAll(handle: FileHandle, buf: Buffer, position: number | null): Promise<void> {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesWritten } = await handle.write(buf, done, buf.length - done, position === null ? null : position + done);
+    if (bytesWritten === 0) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    done += bytesWritten;
+  }
+}
+
 const asWriteError = (file: string, err: unknown) => (err instanceof FileWriteError ? err : new FileWriteError(file, err));
 
 /**

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { FileWriteError, fsyncDir, lineDigest, nodeFs, type StoreFs } from './durable-file.js';
+import { FileWriteError, fsyncDir, lineDigest, nodeFs, type StoreFs, writeAll } from './durable-file.js';
 import { damagedLine, type JournalRef, lostEnd, missingChanges, outOfOrder, snapshotsMissing, snapshotsOfTwoStores, unlinkedLine } from './recovery.js';
 import { bumpSeqFile, readSeqFile, writeSeqFileDurably } from './seq-file.js';
 import { readSnapshot, readStoreMark, SEQ_FIELD, type StoreContents, writeSnapshot } from './snapshot.js';
@@ -544,16 +544,6 @@ function applyOps(contents: StoreContents, ops: Op[]): void {
     if (!records) contents.collections.set(op[1], (records = new Map()));
     if (op[0] === 'p') records.set(op[2], op[3]);
     else records.delete(op[2]);
-  }
-}
-
-/** A write can be short (a disk filling up takes part of it): the rest is written until all is, or it throws. */
-async function writeAll(handle: FileHandle, buf: Buffer, position: number | null): Promise<void> {
-  let done = 0;
-  while (done < buf.length) {
-    const { bytesWritten } = await handle.write(buf, done, buf.length - done, position === null ? null : position + done);
-    if (bytesWritten === 0) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-    done += bytesWritten;
   }
 }
 
