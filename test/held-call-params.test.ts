@@ -60,7 +60,8 @@ describe('a held call sends upstream what the person was shown', () => {
       body: JSON.stringify(message),
     });
 
-  it.fails('with _meta, an extra key in params and one beside them, the upstream gets the tool and the arguments shown (and the progress token), nothing else', async () => {
+  it('with _meta, an extra key in params and one beside them, the upstream gets the tool and the arguments shown (and the progress token), nothing else', async () => {
+    const before = upstream.calls().length;
     const sent = call({
       jsonrpc: '2.0',
       id: 7,
@@ -71,15 +72,15 @@ describe('a held call sends upstream what the person was shown', () => {
     const held = await eventually(async () => ((await alice.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string; arguments: unknown }[])[0], 'a held call');
     expect(held.tool).toBe('delete_note');
     expect(held.arguments).toEqual({ id: 'n1' });
-    expect(upstream.calls()).toEqual([]);
+    expect(upstream.calls().length).toBe(before);
     expect((await alice.post(`/svc/v1/calls/${held.id}/approve`, {})).status).toBe(200);
     const res = await sent;
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('done');
-    expect(upstream.calls()).toEqual([{ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'delete_note', arguments: { id: 'n1' }, _meta: { progressToken: 'p-1' } } }]);
+    expect(upstream.calls().slice(before)).toEqual([{ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'delete_note', arguments: { id: 'n1' }, _meta: { progressToken: 'p-1' } } }]);
   });
 
-  it.fails('a call without arguments is shown with none and sent with none; a progress token that is not a token does not go on', async () => {
+  it('a call without arguments is shown with none and sent with none; a progress token that is not a token does not go on', async () => {
     const sent = call({ jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'delete_note', _meta: { progressToken: { nested: 'x' } } } }, 'application/json');
     const held = await eventually(async () => ((await alice.get('/svc/v1/calls?status=pending')).body.data as { id: string; arguments: unknown }[])[0], 'a held call');
     expect(held.arguments).toEqual({});

@@ -57,6 +57,23 @@ const HISTORY = 500;
 export const MAX_HELD_ARGUMENTS = 64 * 1024;
 export const MAX_HELD_TOOL_NAME = 256;
 
+/** The longest progress token an approved call carries upstream; a longer one is dropped. */
+const MAX_PROGRESS_TOKEN = 256;
+
+/**
+ * The JSON-RPC message an approved call is sent upstream as: the tool and the arguments the person
+ * was shown (`{}` when the app gave none, as shown), and of `_meta` only a progress token (a string
+ * or a safe integer, bounded), which names the server's progress notifications and asks nothing of
+ * the tool. Every other key the app put in the message, its `params` or `_meta` goes nowhere: a
+ * server may act on any of them, and the person never saw them.
+ */
+export function sentAsShown(id: string | number | null | undefined, tool: string, shownArguments: unknown, meta: unknown): Record<string, unknown> {
+  const token = meta && typeof meta === 'object' ? (meta as { progressToken?: unknown }).progressToken : undefined;
+  const keep = (typeof token === 'string' && token.length <= MAX_PROGRESS_TOKEN) || Number.isSafeInteger(token);
+  const params = { name: tool, arguments: shownArguments, ...(keep ? { _meta: { progressToken: token } } : {}) };
+  return { jsonrpc: '2.0', id: id ?? null, method: 'tools/call', params };
+}
+
 /** How often the shared store's history is trimmed (at most). */
 const PRUNE_SHARED_MS = 60_000;
 
