@@ -64,7 +64,7 @@ describe('remembered approvals end when the choice changes, and can be listed an
     return { id, remember, heldAgain, remembered };
   }
 
-  it.fails('deny, then ask again: the remembered yes is gone, and the next call is held', async () => {
+  it('deny, then ask again: the remembered yes is gone, and the next call is held', async () => {
     const g = await grant();
     await g.remember();
     expect((await admin.put(`/svc/v1/access-requests/${g.id}/tools`, { [instance]: { tools: { delete_note: 'deny' } } })).status).toBe(200);
@@ -83,7 +83,7 @@ describe('remembered approvals end when the choice changes, and can be listed an
     await g.heldAgain();
   });
 
-  it.fails('they are listed with the tool choices, and ended through the API (the approver or an admin only; bad input is a 400)', async () => {
+  it('they are listed with the tool choices, and ended through the API (the approver or an admin only; bad input is a 400)', async () => {
     const g = await grant();
     const callId = await g.remember();
     const listed = await g.remembered();
@@ -104,7 +104,7 @@ describe('remembered approvals end when the choice changes, and can be listed an
     await g.heldAgain();
   });
 
-  it.fails('svc requests show lists them; svc requests tools --forget ends them', async () => {
+  it('svc requests show lists them; svc requests tools --forget ends them', async () => {
     const g = await grant();
     await g.remember('delete_note');
     const shown = await svc('requests', 'show', g.id);

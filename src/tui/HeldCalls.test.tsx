@@ -244,6 +244,7 @@ class GrantsClient extends FakeClient {
           default: null,
           tools_known: true,
           choices: {},
+          remembered: [],
           tools: [
             { name: 'read_file', annotations: { readOnlyHint: true }, default_choice: 'allow' as const, choice: this.choice.read_file },
             { name: 'delete_file', annotations: { destructiveHint: true }, default_choice: 'ask' as const, choice: this.choice.delete_file },
