@@ -116,4 +116,24 @@ describe('remembered approvals end when the choice changes, and can be listed an
     expect(await g.remembered()).toEqual([]);
     await g.heldAgain();
   });
+
+  it('the grant\'s tool-choices page lists them, and its Stop remembering button ends one (with the page\'s token only)', async () => {
+    const g = await grant();
+    await g.remember();
+    const page = await admin.get(`/ui/grants/tools?id=${g.id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toMatch(/<li data-remembered="delete_note"><code>delete_note<\/code> for <time datetime="[^"]+">\d+ more min<\/time>, approved by admin <button[^>]*name="forget" value="[^"]+:delete_note"/);
+    const csrf = /id="forget-form"><input type="hidden" name="_csrf" value="([^"]+)"/.exec(page.text)![1];
+    const form = { 'Content-Type': 'application/x-www-form-urlencoded' };
+    const body = (token: string) => `_csrf=${encodeURIComponent(token)}&id=${g.id}&forget=${encodeURIComponent(`${instance}:delete_note`)}`;
+    // without the page's token nothing ends
+    expect((await admin.request('POST', '/ui/grants/tools/forget', body('stale'), form)).status).toBe(403);
+    expect(await g.remembered()).toHaveLength(1);
+    const done = await admin.request('POST', '/ui/grants/tools/forget', body(csrf), form);
+    expect(done.status).toBe(303);
+    expect(done.headers.get('location')).toBe(`/ui/grants/tools?id=${g.id}&forgot=1`);
+    expect((await admin.get(`/ui/grants/tools?id=${g.id}&forgot=1`)).text).toContain('No longer remembered');
+    expect(await g.remembered()).toEqual([]);
+    await g.heldAgain();
+  });
 });
