@@ -112,6 +112,38 @@ describe.skipIf(!needs(HAS_TMUX, 'calls-tui-e2e', 'tmux'))('a held call in svc r
     expect(await waitFor(/^EXIT=\d+$/m)).toMatch(/^EXIT=0$/m);
   });
 
+  it('a call held while a request is selected takes the selection: the footer names the call, and `a` approves the call, not the request', async () => {
+    const instance = await notesInstance();
+    const key = await svc(['keys', 'create', 'bell app', '--mcp', `${risky!.url}=${instance}`]);
+    expect(key.exitCode, key.stderr).toBe(0);
+    const { waitFor, keys } = await openTerminal('bell');
+    await waitFor(/pending · admin/);
+    const created = await new Api(daemon!.url).post('/svc/v1/apps/request-access', {
+      app_client_id: 'tui-bell-app',
+      flow_type: 'popup',
+      requested_role: 'scope_user_user',
+      requested: { version: '1', mcp_servers: [{ url: risky!.url }] },
+    });
+    expect(created.status).toBe(201);
+    await waitFor(/› tui-bell-app/);
+
+    const before = risky!.runs('delete_note');
+    const answer = new Api(daemon!.url).post(`/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { params: { id: 'bell-1' } }, { Authorization: `Bearer ${key.stdout.trim()}` });
+    const shown = await waitFor(/› API key "bell app" wants delete_note/);
+    expect(shown).not.toMatch(/› tui-bell-app/);
+    expect(shown).toMatch(/^a approve {2}d deny: delete_note of API key "bell app"/m);
+    await keys('a');
+    await waitFor(/Approved delete_note for API key "bell app": it runs now, once\./);
+    expect((await answer).body.result.content).toEqual([{ type: 'text', text: 'deleted bell-1' }]);
+    expect(risky!.runs('delete_note')).toBe(before + 1);
+    // the request was not decided
+    expect(JSON.parse((await svc(['requests', 'show', created.body.id, '--json'])).stdout).status).toBe('draft');
+    // the next test finds only its own request
+    expect((await svc(['requests', 'deny', created.body.id])).exitCode).toBe(0);
+    await keys('q');
+    expect(await waitFor(/^EXIT=\d+$/m)).toMatch(/^EXIT=0$/m);
+  });
+
   it('tool choices from the terminal: changed at approval in the detail, and later under g', async () => {
     const instance = await notesInstance();
     const { waitFor, keys } = await openTerminal('choices');

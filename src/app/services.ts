@@ -63,7 +63,7 @@ export async function createServices(deps: AppDeps, activity: ActivityStore): Pr
   const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
   // A review waits for an instance's tool list at most this long; a call of a tool may wait the full timeout.
   const policies = new ToolPolicies(deps.repos, mcpTools, deps.clock, deps.logger, Math.min(5_000, deps.config.mcpTimeoutMs));
-  const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000, deps.repos.heldCalls);
+  const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000, deps.repos.heldCalls, (view) => policies.remember(view));
   notifyThePerson(deps, held, appInfo);
   const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.repos, deps.clock);

@@ -2,7 +2,7 @@ import type { AppDeps } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import type { HeldCalls } from './held-calls.js';
 import type { ToolPolicies } from './policies.js';
-import { approveCallBody, callIdParam, heldCall, heldCallList, heldCallQuery, setToolsResponse, toolPolicies } from './policy-schemas.js';
+import { approveCallBody, callIdParam, forgetQuery, heldCall, heldCallList, heldCallQuery, setToolsResponse, toolPolicies } from './policy-schemas.js';
 import { z } from 'zod';
 
 const requestId = z.object({ id: z.string().max(100) });
@@ -68,6 +68,25 @@ export function callRoutes(deps: AppDeps, held: HeldCalls, policies: ToolPolicie
       async handler(ctx, { params, body }) {
         const r = await policies.set(ctx.state.user!, params.id, body);
         deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, instances: Object.keys(body).length }, 'grant tool choices set');
+        return { id: r.id, tool_policies: r.tool_policies ?? {}, tool_choices: await policies.grantChoices(r) };
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/svc/v1/access-requests/{id}/remembered',
+      operationId: 'forgetRememberedApprovals',
+      summary: "End a grant's remembered approvals (its approver or an admin): the next call of each tool is held again",
+      description:
+        "All of the grant's, or one instance's (instance_id), or one tool's of it (instance_id and tool). They are listed in each instance's tool_choices as remembered. A change of a tool's choice, of an instance's default, or of the instance ends them too.",
+      tags: ['review'],
+      auth: 'session',
+      params: requestId,
+      query: forgetQuery,
+      responses: { 200: { description: 'The choices now in force, with the approvals still remembered', schema: setToolsResponse } },
+      errors: [400, 401, 403, 404],
+      async handler(ctx, { params, query }) {
+        const r = await policies.forget(ctx.state.user!, params.id, query);
+        deps.logger.info({ accessRequest: r.id, user: ctx.state.user!.id, instance: query.instance_id ?? null, tool: query.tool?.slice(0, 100) ?? null }, 'remembered approvals ended');
         return { id: r.id, tool_policies: r.tool_policies ?? {}, tool_choices: await policies.grantChoices(r) };
       },
     }),

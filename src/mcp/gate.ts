@@ -52,7 +52,7 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
   return {
     async choose(tool) {
       const choice = await deps.policies.choose(record, instance, tool);
-      return choice === 'ask' && deps.held.isRemembered(record.id, instance.id, tool) ? 'allow' : choice;
+      return choice === 'ask' && deps.policies.remembered(record, instance, tool) ? 'allow' : choice;
     },
     visible: listFilter(record, instance),
     async hold(tool, args, via) {

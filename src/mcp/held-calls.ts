@@ -57,18 +57,31 @@ const HISTORY = 500;
 export const MAX_HELD_ARGUMENTS = 64 * 1024;
 export const MAX_HELD_TOOL_NAME = 256;
 
+/** The longest progress token an approved call carries upstream; a longer one is dropped. */
+const MAX_PROGRESS_TOKEN = 256;
+
+/**
+ * The JSON-RPC message an approved call is sent upstream as: the tool and the arguments the person
+ * was shown (`{}` when the app gave none, as shown), and of `_meta` only a progress token (a string
+ * or a safe integer, bounded), which names the server's progress notifications and asks nothing of
+ * the tool. Every other key the app put in the message, its `params` or `_meta` goes nowhere: a
+ * server may act on any of them, and the person never saw them.
+ */
+export function sentAsShown(id: string | number | null | undefined, tool: string, shownArguments: unknown, meta: unknown): Record<string, unknown> {
+  const token = meta && typeof meta === 'object' ? (meta as { progressToken?: unknown }).progressToken : undefined;
+  const keep = (typeof token === 'string' && token.length <= MAX_PROGRESS_TOKEN) || Number.isSafeInteger(token);
+  const params = { name: tool, arguments: shownArguments, ...(keep ? { _meta: { progressToken: token } } : {}) };
+  return { jsonrpc: '2.0', id: id ?? null, method: 'tools/call', params };
+}
+
 /** How often the shared store's history is trimmed (at most). */
 const PRUNE_SHARED_MS = 60_000;
 
 const notPending = (status: string) => conflict('not_pending', `This call is already ${status}; it cannot be decided again.`);
 
-const rememberKey = (grant: string, instance: string, tool: string) => JSON.stringify([grant, instance, tool]);
-
 export class HeldCalls {
   /** the calls this process holds (and, without a shared store, the recent history the lists show) */
   private readonly entries = new Map<string, Entry>();
-  /** grant, instance and tool -> until when (ms) they run without asking */
-  private readonly remembered = new Map<string, number>();
   private readonly listeners: ((call: HeldCallView) => void)[] = [];
 
   constructor(
@@ -78,6 +91,8 @@ export class HeldCalls {
     private readonly timeoutMs: number,
     /** where a team server's replicas share held calls; absent, they live in this process only */
     private readonly shared?: HeldCallRepository,
+    /** keeps an approval's remember_minutes on its grant (ToolPolicies.remember) */
+    private readonly rememberOnGrant?: (view: HeldCallView) => Promise<void>,
   ) {
     shared?.onChange((id, record) => this.heard(id, record));
   }
@@ -89,16 +104,6 @@ export class HeldCalls {
 
   private iso(ms = this.clock()): string {
     return new Date(ms).toISOString();
-  }
-
-  /** Whether the person approved this tool of this grant and instance with remember_minutes, still in force. */
-  isRemembered(grantId: string, instanceId: string, tool: string): boolean {
-    const key = rememberKey(grantId, instanceId, tool);
-    const until = this.remembered.get(key);
-    if (until === undefined) return false;
-    if (until > this.clock()) return true;
-    this.remembered.delete(key);
-    return false;
   }
 
   /**
@@ -235,9 +240,9 @@ export class HeldCalls {
       if (!entry || !this.visible(entry.userId, actor)) throw notFound('No such held call.');
       if (entry.view.status !== 'pending') throw notPending(entry.view.status);
       view = entry.view = this.decided(entry.view, actor, decision, rememberMinutes);
-      this.remember(view);
       this.settle(entry, decision);
     }
+    await this.remember(view);
     this.logger.info(
       { call: id, accessRequest: view.access_request_id, tool: view.tool.slice(0, 100), decidedBy: actor.id, waitedMs: view.waited_ms, rememberMinutes: rememberMinutes ?? null },
       `held tool call ${decision}`,
@@ -245,17 +250,19 @@ export class HeldCalls {
     return { ...view };
   }
 
-  /** Keeps an approval's remember_minutes, for calls of the same grant, instance and tool. */
-  private remember(view: HeldCallView): void {
-    if (view.status !== 'approved' || !view.remember_until) return;
-    this.remembered.set(rememberKey(view.access_request_id, view.instance_id, view.tool), Date.parse(view.remember_until));
+  /**
+   * Keeps an approval's remember_minutes on its grant, where every replica reads it. The call runs
+   * either way; a yes that could not be kept is only not remembered (and logged).
+   */
+  private async remember(view: HeldCallView): Promise<void> {
+    if (view.status !== 'approved' || !view.remember_until || !this.rememberOnGrant) return;
+    await this.rememberOnGrant(view).catch((err: Error) => this.logger.warn({ call: view.id, err: err.message }, 'could not keep a remembered approval on its grant'));
   }
 
   /** A held call's change stored by any replica (this one too): a decision reaches the request waiting here. */
   private heard(id: string, record: SharedHeldCall | undefined): void {
     if (!record) return;
     const view = record.view as HeldCallView;
-    this.remember(view);
     const entry = this.entries.get(id);
     if (!entry || entry.settled || (view.status !== 'approved' && view.status !== 'denied')) return;
     entry.view = view;
@@ -328,7 +335,6 @@ export class HeldCalls {
     decided.forEach((e, i) => {
       if (i < over || e.started < cutoff) this.entries.delete(e.view.id);
     });
-    for (const [key, until] of this.remembered) if (until <= now) this.remembered.delete(key);
     if (this.shared && now - this.prunedShared > PRUNE_SHARED_MS) {
       this.prunedShared = now;
       void this.pruneShared(cutoff).catch((err: Error) => this.logger.warn({ err: err.message }, 'could not forget old held calls'));

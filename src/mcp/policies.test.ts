@@ -105,7 +105,7 @@ describe('held calls', () => {
   const admin: UserRecord = { ...alice, id: 'u3', username: 'root', role: 'admin' };
   const record = { id: 'r1', app_client_id: 'app', user_id: 'u1' } as AccessRequestRecord;
 
-  it('only the approver or an admin decides, once; remember covers that grant, instance and tool only', async () => {
+  it('only the approver or an admin decides, once', async () => {
     const held = new HeldCalls(() => Date.parse(at), quiet, 60_000);
     const { call, outcome } = await held.hold({ record, instance: instance(), tool: 'delete', arguments: { p: 1 }, appName: null, user: 'alice', via: 'mcp' });
     await expect(held.decide(bob, call.id, 'approved')).rejects.toThrow(expect.objectContaining({ code: 'not_found' }));
@@ -114,10 +114,6 @@ describe('held calls', () => {
     expect(await held.decide(alice, call.id, 'approved', 10)).toMatchObject({ status: 'approved', decided_by: 'alice' });
     await expect(held.decide(admin, call.id, 'denied')).rejects.toThrow(expect.objectContaining({ code: 'not_pending' }));
     expect(await outcome).toBe('approved');
-    expect(held.isRemembered('r1', 'i1', 'delete')).toBe(true);
-    expect(held.isRemembered('r2', 'i1', 'delete')).toBe(false);
-    expect(held.isRemembered('r1', 'i2', 'delete')).toBe(false);
-    expect(held.isRemembered('r1', 'i1', 'other')).toBe(false);
   });
 
   it('a stop ends every pending call as failed, and nothing can approve it after', async () => {

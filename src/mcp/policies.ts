@@ -5,7 +5,8 @@ import type { Logger } from '../log.js';
 import type { CachedTool, ToolHints } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 import type { AccessRequestRecord, McpInstanceRecord, ToolChoice, ToolPolicy, UserRecord } from '../store/schema.js';
-import type { grantToolChoices, reviewTool, ToolPoliciesInput } from './policy-schemas.js';
+import type { grantToolChoices, HeldCallView, reviewTool, ToolPoliciesInput } from './policy-schemas.js';
+import { afterChoiceChange, inForce, isRemembered, pruned, withApproval, without } from './remembered.js';
 import { toolAllowed, type McpToolsService } from './tools.js';
 
 /**
@@ -66,6 +67,12 @@ export function mergePolicies(current: Record<string, ToolPolicy> | undefined, i
     else out.delete(instanceId);
   }
   return Object.fromEntries(out);
+}
+
+/** Sets a grant's remembered approvals; none left, the field goes. */
+function setRemembered(r: AccessRequestRecord, remembered: AccessRequestRecord['remembered']): void {
+  if (remembered) r.remembered = remembered;
+  else delete r.remembered;
 }
 
 const CONTROL = /\p{Cc}/u;
@@ -250,6 +257,7 @@ export class ToolPolicies {
         tools_known: cache !== undefined,
         tools: instance ? (cache?.tools ?? []).slice(0, REVIEW_TOOLS).map((t) => this.toolView(record, instance, t)) : [],
         choices: { ...(policy?.tools ?? {}) },
+        remembered: inForce(record, instance, this.clock()),
       });
     }
     return out;
@@ -267,8 +275,49 @@ export class ToolPolicies {
       if (r.status !== 'approved') throw conflict('not_approved', `Only an approved grant has tool choices to change; this one is ${r.status}.`);
       if (r.user_id !== actor.id && actor.role !== 'admin') throw forbidden("Only the grant's approver or an admin can change its tool choices.");
       checkPolicyInstances(input, grantedIds(r));
-      r.tool_policies = mergePolicies(r.tool_policies, input);
+      const before = r.tool_policies;
+      r.tool_policies = mergePolicies(before, input);
+      // a remembered yes was given to the choice as it stood: a change of it ends the yes
+      setRemembered(r, afterChoiceChange(pruned(r.remembered, this.clock()), before, r.tool_policies, foldName));
       r.updated_at = new Date(this.clock()).toISOString();
+    });
+    if (!record) throw notFound('No such access request.');
+    return record;
+  }
+
+  /** Whether the person said to let this tool of this grant and instance run without asking, still in force. */
+  remembered(record: AccessRequestRecord, instance: McpInstanceRecord, tool: string): boolean {
+    return record.remembered !== undefined && isRemembered(record, instance, tool, this.clock());
+  }
+
+  /**
+   * Keeps an approval's remember_minutes on its grant (still approved, the instance still in it),
+   * for the next calls of the same tool of that grant and instance.
+   */
+  async remember(view: HeldCallView): Promise<void> {
+    if (view.status !== 'approved' || !view.remember_until || !view.decided_by) return;
+    const instance = await this.repos.mcpInstances.get(view.instance_id);
+    if (!instance) return;
+    const approval = { until: view.remember_until, by: view.decided_by, call_id: view.id, instance_at: instance.updated_at };
+    await this.repos.accessRequests.update(view.access_request_id, (r) => {
+      if (r.status !== 'approved' || !grantedIds(r).has(instance.id)) return;
+      setRemembered(r, withApproval(pruned(r.remembered, this.clock()), instance.id, view.tool, approval));
+    });
+  }
+
+  /**
+   * Ends a grant's remembered approvals: of one tool of one instance, of an instance, or all (its
+   * approver or an admin; anyone else: 404). The next call of each is held again.
+   */
+  async forget(actor: UserRecord, id: string, which: { instance_id?: string; tool?: string }): Promise<AccessRequestRecord> {
+    const mayDecide = (r: AccessRequestRecord) => r.user_id !== null && (r.user_id === actor.id || actor.role === 'admin');
+    const current = /^[0-9a-f-]{36}$/i.test(id) ? await this.repos.accessRequests.get(id) : undefined;
+    if (!current || !mayDecide(current)) throw notFound('No such access request.');
+    if (which.tool !== undefined && which.instance_id === undefined) throw invalidBody('Name the instance of the tool too (instance_id).', 'instance_id');
+    if (current.remembered === undefined) return current;
+    const record = await this.repos.accessRequests.update(id, (r) => {
+      if (!mayDecide(r)) throw notFound('No such access request.');
+      setRemembered(r, without(pruned(r.remembered, this.clock()), which.instance_id, which.tool));
     });
     if (!record) throw notFound('No such access request.');
     return record;

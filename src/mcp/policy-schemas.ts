@@ -55,6 +55,20 @@ export const reviewTool = z
   })
   .meta({ id: 'ReviewTool' });
 
+export const rememberedApproval = z
+  .object({
+    tool: z.string(),
+    until: z.string().describe('Until when the tool runs without asking'),
+    approved_by: z.string().describe('Who approved, by username'),
+    call_id: z.string().describe('The held call whose approval this was'),
+  })
+  .meta({ id: 'RememberedApproval' });
+
+export const forgetQuery = z.strictObject({
+  instance_id: z.string().max(100).optional().describe('Only this instance\'s (all instances when absent)'),
+  tool: z.string().max(256).optional().describe('Only this tool of instance_id (all its tools when absent)'),
+});
+
 export const grantToolChoices = z
   .object({
     instance_id: z.string(),
@@ -63,6 +77,9 @@ export const grantToolChoices = z
     tools_known: z.boolean().describe('Whether svc has the instance\'s tool list (from a refresh or a review)'),
     tools: z.array(reviewTool),
     choices: z.record(z.string(), toolChoice).describe('The choices the person set, by tool name (including tools not in the list)'),
+    remembered: z
+      .array(rememberedApproval)
+      .describe("Approvals remembered with remember_minutes and still in force: each tool runs without asking until then. A change of the tool's choice, of this default, or of the instance ends them; DELETE .../remembered ends them at once"),
   })
   .meta({ id: 'GrantToolChoices' });
 

@@ -12,7 +12,7 @@ import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { type HeldOutcome } from './held-calls.js';
+import { type HeldOutcome, sentAsShown } from './held-calls.js';
 import type { ToolGate } from './gate.js';
 import { toolNameFault } from './policies.js';
 
@@ -494,8 +494,8 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
       if (note) note.refused = 'call_failed';
       return answer(notRun(m.id, HELD_TEXTS.failed));
     }
-    // exactly the call that was shown, once
-    return relayUpstream(ctx, instance, { ...input, text: JSON.stringify(m) }, sse ?? undefined);
+    // exactly the call that was shown, once: nothing the app put beside it
+    return relayUpstream(ctx, instance, { ...input, text: JSON.stringify(sentAsShown(m.id, tool, call.arguments, m.params?._meta)) }, sse ?? undefined);
   }
   if (note) note.refused = result === 'denied' ? 'call_denied' : result === 'expired' ? 'call_expired' : 'call_failed';
   if (res.destroyed) return;

@@ -103,6 +103,22 @@ export interface AccessRequestRecord {
    * tool. Whatever is not set here follows the tool's annotations (src/mcp/policies.ts).
    */
   tool_policies?: Record<string, ToolPolicy>;
+  /**
+   * Approvals the person said to remember (`remember_minutes`), per granted MCP instance and tool:
+   * until then that tool runs without asking. Kept on the grant, so every replica of a team server
+   * reads them with the grant, and a change of the tool's choice ends them in the same write.
+   */
+  remembered?: Record<string, Record<string, RememberedApproval>>;
+}
+
+export interface RememberedApproval {
+  until: string;
+  /** who approved (username) */
+  by: string;
+  /** the held call whose approval this is */
+  call_id: string;
+  /** the instance's updated_at when it was approved: the owner changing the instance ends it */
+  instance_at: string;
 }
 
 /** What a tool of a granted instance may do: run, wait for the person's yes, or never run. */

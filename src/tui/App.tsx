@@ -28,6 +28,8 @@ export function App({ width, height, color, user }: AppProps) {
   const d = s.screen === 'detail' ? s.detail : null;
   const apps = s.view === 'apps';
   const call = s.screen === 'call' ? s.calls.find((c) => c.id === s.callId) : undefined;
+  // what `a` and `d` decide now, as the footer names it
+  const onCall = apps ? undefined : currentCall(s);
   const title = apps
     ? 'svc review: apps you let in'
     : d
@@ -85,7 +87,9 @@ export function App({ width, height, color, user }: AppProps) {
         screen={apps ? (s.apps.edit ? 'limits' : s.apps.confirmRevoke ? 'confirm' : 'apps') : s.screen}
         color={color}
         decidable={s.detail?.data?.status === 'draft' && detailSecondsLeft(s.detail, s.now) > 0}
-        onCall={!apps && currentCall(s) !== undefined}
+        onCall={!apps && onCall !== undefined}
+        target={onCall ? `${safe(onCall.tool, 40)} of ${safe(onCall.app_name ?? onCall.app_client_id, 30)}` : d?.data ? `the request of ${safe(d.data.app_name ?? d.data.app_client_id, 40)}` : undefined}
+        held={s.calls.length}
       />
     </Box>
   );

@@ -101,12 +101,50 @@ describe('held calls in svc review', () => {
     expect(rings).toBe(1);
   });
 
+  it('a call held while a request is highlighted takes the selection: the footer names it, and `a` approves it, not the request', async () => {
+    const client = new CallsClient();
+    client.add({ app_name: 'Other App' }, { app_name: 'Other App' });
+    const ui = mount(client);
+    await ui.see(/› Other App/);
+    client.calls.push(held({ tool: 'wipe_disk' }));
+    await ui.see(/› Notes App wants wipe_disk/);
+    expect(ui.frame()).toContain('a approve  d deny: wipe_disk of Notes App');
+    await ui.press('a');
+    await ui.see('Approved wipe_disk for Notes App: it runs now, once.');
+    expect(client.decided.map((c) => c.how)).toEqual(['approve']);
+    expect(client.approvals).toEqual([]);
+  });
+
+  it('a second call held while one is highlighted leaves the highlight where it is, and the footer names that one', async () => {
+    const client = new CallsClient();
+    client.calls.push(held({ tool: 'first_tool' }));
+    const ui = mount(client);
+    await ui.see(/› Notes App wants first_tool/);
+    client.calls.unshift(held({ tool: 'newer_tool' }));
+    await ui.see('newer_tool');
+    expect(ui.frame()).toMatch(/› Notes App wants first_tool/);
+    expect(ui.frame()).toContain('a approve  d deny: first_tool of Notes App');
+  });
+
+  it('in an open request the footer says `a` decides the request, and that a held call waits', async () => {
+    const client = new CallsClient();
+    client.add({ app_name: 'Other App' }, { app_name: 'Other App' });
+    const ui = mount(client);
+    await ui.see(/› Other App/);
+    await ui.press('\r');
+    await ui.see('a approve  d deny: the request of Other App');
+    client.calls.push(held({ tool: 'wipe_disk' }));
+    await ui.see('a approve  d deny: the request of Other App · 1 held call waiting: Esc');
+    await ui.press('\u001b');
+    await ui.see(/› Notes App wants wipe_disk/);
+  });
+
   it('`a` on the highlighted call approves it; `d` denies the next; each leaves the list', async () => {
     const client = new CallsClient();
     client.calls.push(held({ tool: 'first_tool' }), held({ tool: 'second_tool' }));
     const ui = mount(client);
     await ui.see('first_tool');
-    expect(ui.frame()).toContain('Enter arguments  a approve  d deny');
+    expect(ui.frame()).toContain('a approve  d deny: first_tool of Notes App · ↑↓/jk move  Enter arguments');
     await ui.press('a');
     await ui.see('Approved first_tool for Notes App: it runs now, once.');
     expect(client.decided).toEqual([{ id: client.decided[0].id, how: 'approve' }]);
@@ -244,6 +282,7 @@ class GrantsClient extends FakeClient {
           default: null,
           tools_known: true,
           choices: {},
+          remembered: [],
           tools: [
             { name: 'read_file', annotations: { readOnlyHint: true }, default_choice: 'allow' as const, choice: this.choice.read_file },
             { name: 'delete_file', annotations: { destructiveHint: true }, default_choice: 'ask' as const, choice: this.choice.delete_file },

@@ -180,11 +180,15 @@ export function reducer(state: UIState, action: Action): UIState {
     case 'switch-view':
       return { ...state, view: state.view === 'requests' ? 'apps' : 'requests', notice: null, apps: { ...state.apps, confirmRevoke: null, edit: null } };
     case 'list-loaded': {
-      // Keep the cursor on the same row when others come and go.
-      const current = listRows(state)[state.cursor]?.id;
+      // Keep the cursor on the same row when others come and go; but a newly held call takes it
+      // from a request (the bell rang for the call: `a` then decides the call the person heard
+      // of). A call already highlighted keeps it, so a second call never slips under a key.
+      const current = listRows(state)[state.cursor];
       const next = { calls: action.calls ?? state.calls, requests: action.requests };
       const rows = listRows(next);
-      const at = current ? rows.findIndex((r) => r.id === current) : -1;
+      const known = new Set(state.calls.map((c) => c.id));
+      const fresh = state.loaded && current?.kind !== 'call' ? next.calls.findIndex((c) => !known.has(c.id)) : -1;
+      const at = fresh >= 0 ? fresh : current ? rows.findIndex((r) => r.id === current.id) : -1;
       const cursor = at >= 0 ? at : clamp(state.cursor, rows.length - 1);
       return { ...state, ...next, loaded: true, pollError: null, cursor };
     }

@@ -72,10 +72,16 @@ ${c.tools.length
         : html`<select name="tool_${c.instance_id}" aria-label="${t.name}">${TOOL_CHOICES.map((x) => html`<option value="${x}:${t.name}"${x === t.choice ? html` selected` : ''}>${CHOICE_LABELS[x]}${x === t.default_choice ? ' (default)' : ''}</option>`)}</select>`}</td></tr>`;
     })}</tbody></table>`
   : ''}
+${c.remembered.length
+  ? html`<p class="muted">Remembered approvals: these run without asking until then. A change of their choice, or of the default, ends them.</p><ul class="remembered">${c.remembered.map(
+      (m) => html`<li data-remembered="${m.tool}"><code>${m.tool}</code> for <time datetime="${m.until}">${Math.max(1, Math.ceil((Date.parse(m.until) - deps.clock()) / 60_000))} more min</time>, approved by ${m.approved_by} <button type="submit" form="forget-form" name="forget" value="${c.instance_id}:${m.tool}" class="forget">Stop remembering</button></li>`,
+    )}</ul>`
+  : ''}
 <p><label for="tooldefault-${c.instance_id}">Tools without a choice of their own</label> <select name="tooldefault_${c.instance_id}" id="tooldefault-${c.instance_id}"><option value=""${c.default ? '' : html` selected`}>By their annotations</option>${TOOL_CHOICES.map((x) => html`<option value="${x}"${x === c.default ? html` selected` : ''}>${CHOICE_LABELS[x]}</option>`)}</select></p>
 </section>`,
 )}
-<div class="actions"><button type="submit" class="primary" id="save">Save tool choices</button></div></form>`}
+<div class="actions"><button type="submit" class="primary" id="save">Save tool choices</button></div></form>
+<form method="post" action="${GRANT_TOOLS_PATH}/forget" id="forget-form"><input type="hidden" name="_csrf" value="${csrf}"><input type="hidden" name="id" value="${record.id}"></form>`}
 <p class="muted">Signed in as <strong>${user.username}</strong> · <a href="/ui">Home</a></p>
 </div>`,
     );
@@ -90,7 +96,12 @@ ${c.tools.length
       sendPage(ctx, 404, 'No such grant', () => html`<div class="card"><h1>No such grant</h1><p class="muted" id="state">No approved grant of yours has this id.</p><p><a href="/ui">Back to svc</a></p></div>`);
       return;
     }
-    const saved = ctx.query.saved === '1' ? { text: 'Saved. The next call of each tool follows these choices.' } : undefined;
+    const saved =
+      ctx.query.saved === '1'
+        ? { text: 'Saved. The next call of each tool follows these choices.' }
+        : ctx.query.forgot === '1'
+          ? { text: 'No longer remembered: the next call of that tool waits for you.' }
+          : undefined;
     await render(ctx, user, record, saved);
   });
 
@@ -120,29 +131,58 @@ ${c.tools.length
     return out;
   }
 
-  router.post(GRANT_TOOLS_PATH, async function saveGrantTools(ctx) {
+  /** The guards of a post here: same origin, a session, a grant of the user's, the CSRF token; the grant, or null when refused (answered). */
+  async function postedGrant(ctx: AppContext): Promise<{ user: UserRecord; record: AccessRequestRecord; form: Form } | null> {
     const user = await sessionUser(ctx, deps);
     try {
       await sameOrigin(ctx, async () => undefined);
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
       sendPage(ctx, err.status, 'Refused', () => html`<div class="card"><h1>Refused: this form came from another site</h1><p class="error" id="state">Nothing was changed.</p></div>`);
-      return;
+      return null;
     }
-    if (!user) return ctx.redirect('/ui/login?next=%2Fui');
+    if (!user) {
+      ctx.redirect('/ui/login?next=%2Fui');
+      return null;
+    }
     const form = ((ctx.request as { body?: unknown }).body ?? {}) as Form;
     const id = typeof form.id === 'string' ? form.id.slice(0, 100) : '';
     const record = await requests.get(id);
     if (!mayChange(record, user)) {
       sendPage(ctx, 404, 'No such grant', () => html`<div class="card"><h1>No such grant</h1><p class="muted" id="state">No approved grant of yours has this id.</p></div>`);
-      return;
+      return null;
     }
-    if (!sameToken(form._csrf, csrfToken(ctx))) return render(ctx, user, record, { text: 'This form was stale (or not sent from this page). Nothing was changed; try again.', error: true }, 403);
+    if (!sameToken(form._csrf, csrfToken(ctx))) {
+      await render(ctx, user, record, { text: 'This form was stale (or not sent from this page). Nothing was changed; try again.', error: true }, 403);
+      return null;
+    }
+    return { user, record, form };
+  }
+
+  // "Stop remembering": ends one remembered approval; the next call of that tool waits again
+  router.post(`${GRANT_TOOLS_PATH}/forget`, async function forgetRemembered(ctx) {
+    const posted = await postedGrant(ctx);
+    if (!posted) return;
+    const { user, record, form } = posted;
+    const value = typeof form.forget === 'string' && form.forget.length <= 400 ? form.forget : '';
+    const at = value.indexOf(':');
+    if (at <= 0) return render(ctx, user, record, { text: 'Name the remembered approval to end. Nothing was changed.', error: true }, 400);
+    await policies.forget(user, record.id, { instance_id: value.slice(0, at), tool: value.slice(at + 1) });
+    deps.logger.info({ accessRequest: record.id, user: user.id }, 'a remembered approval ended (browser)');
+    ctx.status = 303;
+    ctx.redirect(`${GRANT_TOOLS_PATH}?id=${encodeURIComponent(record.id)}&forgot=1`);
+    ctx.status = 303;
+  });
+
+  router.post(GRANT_TOOLS_PATH, async function saveGrantTools(ctx) {
+    const posted = await postedGrant(ctx);
+    if (!posted) return;
+    const { user, record, form } = posted;
     try {
       await policies.set(user, record.id, changesFrom(form, await policies.grantChoices(record)));
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
-      return render(ctx, user, (await requests.get(id)) ?? record, { text: `${err.message} Nothing was changed.`, error: true }, err.status);
+      return render(ctx, user, (await requests.get(record.id)) ?? record, { text: `${err.message} Nothing was changed.`, error: true }, err.status);
     }
     deps.logger.info({ accessRequest: record.id, user: user.id }, 'grant tool choices set (browser)');
     ctx.status = 303;

@@ -25,6 +25,13 @@ export function parseForMinutes(value: string): number {
   return minutes;
 }
 
+/** A remembered approval as `svc requests show` and `svc requests tools` print it. */
+export function rememberedLine(r: GrantChoices['remembered'][number], now = Date.now()): string {
+  const minutes = Math.max(0, Math.ceil((Date.parse(r.until) - now) / 60_000));
+  const at = new Date(r.until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  return `${inert(r.tool, 120)}  runs without asking until ${at} (${minutes} min), approved by ${inert(r.approved_by, 60)}`;
+}
+
 function age(iso: string, now: number): string {
   const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
   return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
@@ -154,6 +161,7 @@ Examples:
   $ svc requests tools 3f2c... --instance 9b1e... --ask delete_file --deny format_disk
   $ svc requests tools 3f2c... --instance 9b1e... --default ask
   $ svc requests tools 3f2c...
+  $ svc requests tools 3f2c... --instance 9b1e... --forget delete_file
 `,
     )
     .option('--instance <id>', 'the granted MCP instance (its id or a unique prefix)')
@@ -162,13 +170,27 @@ Examples:
     .option('--deny <name>', 'refuse this tool and leave it out of tools/list (repeatable)', collect, [])
     .option('--reset <name>', 'back to the default for this tool (repeatable)', collect, [])
     .addOption(new Option('--default <choice>', 'for every tool without a choice of its own').choices([...CHOICES, 'annotations']))
+    .option('--forget [name]', "end remembered approvals (svc calls approve --for): this tool's (with --instance), or all of --instance, or all of the grant")
     .option('--json', 'machine-readable output')
-    .action(async (typed: string, opts: { instance?: string; allow: string[]; ask: string[]; deny: string[]; reset: string[]; default?: string; json?: boolean }, cmd: Command) => {
+    .action(async (typed: string, opts: { instance?: string; allow: string[]; ask: string[]; deny: string[]; reset: string[]; default?: string; forget?: string | true; json?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       const id = await resolve(client, 'request', typed);
       const changes = [...opts.allow, ...opts.ask, ...opts.deny, ...opts.reset];
       let choices: GrantChoices[];
-      if (changes.length === 0 && opts.default === undefined) {
+      if (opts.forget !== undefined) {
+        if (changes.length > 0 || opts.default !== undefined) throw usage('--forget ends remembered approvals only; change choices in another run.');
+        const tool = typeof opts.forget === 'string' ? opts.forget : undefined;
+        if (tool !== undefined && !opts.instance) throw usage("Name the instance of the tool whose remembered approval you end: --instance ID.");
+        const query = new URLSearchParams();
+        if (opts.instance) {
+          const { body: review } = await client.request<{ tool_choices?: GrantChoices[] }>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
+          query.set('instance_id', resolveId(opts.instance, (review.tool_choices ?? []).map((c) => c.instance_id), 'instance'));
+        }
+        if (tool !== undefined) query.set('tool', tool);
+        const { body } = await client.request<{ tool_choices: GrantChoices[] }>('DELETE', `/svc/v1/access-requests/${enc(id)}/remembered${query.size ? `?${query}` : ''}`);
+        choices = body.tool_choices;
+        o.err(`Ended the remembered approvals${tool !== undefined ? ` of ${inert(tool, 120)}` : ''}: the next call of ${tool !== undefined ? 'it' : 'each such tool'} waits for you again.\n`);
+      } else if (changes.length === 0 && opts.default === undefined) {
         const { body } = await client.request<{ tool_choices?: GrantChoices[] }>('GET', `/svc/v1/access-requests/${enc(id)}/review`);
         choices = body.tool_choices ?? [];
       } else {
@@ -204,6 +226,7 @@ Examples:
         for (const t of c.tools) printFields(o, [['  tool', toolLine(t)]]);
         const listed = new Set(c.tools.map((t) => t.name));
         for (const [name, choice] of Object.entries(c.choices)) if (!listed.has(name)) printFields(o, [['  tool', `${inert(name, 120)}  ${choice} (not in the server's list)`]]);
+        for (const r of c.remembered ?? []) printFields(o, [['  remembered', rememberedLine(r)]]);
       }
     });
 }

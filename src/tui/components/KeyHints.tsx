@@ -12,6 +12,10 @@ export interface KeyHintsProps {
   decidable?: boolean;
   /** in the list: whether the highlighted row is a held call */
   onCall?: boolean;
+  /** what `a` and `d` decide here (terminal-safe): the footer names it before any other key */
+  target?: string;
+  /** held calls waiting while a request is open: said, since `a` there decides the request */
+  held?: number;
 }
 
 const HINTS: Record<HintScreen, string> = {
@@ -29,10 +33,13 @@ const ON_CALL = '↑↓/jk move  Enter arguments  a approve  d deny  q quit';
 const DECIDED = 'Esc back  q quit';
 
 /** The bottom line: the keys that work on this screen (decisions: Review surfaces). */
-export function KeyHints({ screen, color, decidable = true, onCall = false }: KeyHintsProps) {
+export function KeyHints({ screen, color, decidable = true, onCall = false, target, held = 0 }: KeyHintsProps) {
+  const keys = screen === 'detail' && !decidable ? DECIDED : screen === 'list' && onCall ? ON_CALL : HINTS[screen];
+  const decides = (screen === 'call' || (screen === 'list' && onCall) || (screen === 'detail' && decidable)) && target;
+  const waiting = screen === 'detail' && held > 0 ? `${held} held call${held === 1 ? '' : 's'} waiting: Esc · ` : '';
   return (
     <Text wrap="truncate-end" {...tone(color, 'muted')}>
-      {screen === 'detail' && !decidable ? DECIDED : screen === 'list' && onCall ? ON_CALL : HINTS[screen]}
+      {decides ? `a approve  d deny: ${target} · ${waiting}${keys.replace(/a approve {2}d deny {2}/, '').replace(/ {2}a approve {2}d deny/, '')}` : `${waiting}${keys}`}
     </Text>
   );
 }

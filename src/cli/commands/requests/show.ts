@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { CLIENT_KIND_BADGES, unverifiedReason } from '../../../access-requests/client-kinds.js';
 import { shortId } from '../../ids.js';
 import { type Output, printFields, printJson, when } from '../../output.js';
-import { toolLine } from '../calls.js';
+import { rememberedLine, toolLine } from '../calls.js';
 import { describeLimits, enc, type RequestsCli, type Review } from './shared.js';
 
 function remaining(seconds: number): string {
@@ -85,5 +85,6 @@ function printServers(o: Output, r: Review): void {
   for (const c of r.tool_choices ?? []) {
     printFields(o, [['granted', `${c.instance_id}  ${c.instance_name ?? '(removed)'}${c.default ? ` (default ${c.default})` : ''}`]]);
     for (const t of c.tools) printFields(o, [['    tool', toolLine(t)]]);
+    for (const m of c.remembered ?? []) printFields(o, [['    remembered', rememberedLine(m)]]);
   }
 }
