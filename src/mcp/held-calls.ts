@@ -61,16 +61,27 @@ export const MAX_HELD_TOOL_NAME = 256;
 const MAX_PROGRESS_TOKEN = 256;
 
 /**
+ * The `_meta` keys of the stateless protocol era that every request carries to say who asks and
+ * in which version (the server refuses a request without them); they describe the client, not
+ * what the tool is to do, so an approved call keeps them.
+ */
+const PROTOCOL_META = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientInfo', 'io.modelcontextprotocol/clientCapabilities'];
+
+/**
  * The JSON-RPC message an approved call is sent upstream as: the tool and the arguments the person
  * was shown (`{}` when the app gave none, as shown), and of `_meta` only a progress token (a string
  * or a safe integer, bounded), which names the server's progress notifications and asks nothing of
- * the tool. Every other key the app put in the message, its `params` or `_meta` goes nowhere: a
- * server may act on any of them, and the person never saw them.
+ * the tool, and the stateless era's protocol keys (PROTOCOL_META). Every other key the app put in
+ * the message, its `params` or `_meta` goes nowhere: a server may act on any of them, and the
+ * person never saw them.
  */
 export function sentAsShown(id: string | number | null | undefined, tool: string, shownArguments: unknown, meta: unknown): Record<string, unknown> {
-  const token = meta && typeof meta === 'object' ? (meta as { progressToken?: unknown }).progressToken : undefined;
-  const keep = (typeof token === 'string' && token.length <= MAX_PROGRESS_TOKEN) || Number.isSafeInteger(token);
-  const params = { name: tool, arguments: shownArguments, ...(keep ? { _meta: { progressToken: token } } : {}) };
+  const given = meta && typeof meta === 'object' && !Array.isArray(meta) ? (meta as Record<string, unknown>) : {};
+  const kept: Record<string, unknown> = {};
+  const token = given.progressToken;
+  if ((typeof token === 'string' && token.length <= MAX_PROGRESS_TOKEN) || Number.isSafeInteger(token)) kept.progressToken = token;
+  for (const key of PROTOCOL_META) if (Object.hasOwn(given, key)) kept[key] = given[key];
+  const params = { name: tool, arguments: shownArguments, ...(Object.keys(kept).length > 0 ? { _meta: kept } : {}) };
   return { jsonrpc: '2.0', id: id ?? null, method: 'tools/call', params };
 }
 
