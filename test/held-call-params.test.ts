@@ -60,7 +60,7 @@ describe('a held call sends upstream what the person was shown', () => {
       body: JSON.stringify(message),
     });
 
-  it('with _meta, an extra key in params and one beside them, the upstream gets the tool and the arguments shown (and the progress token and the connection's protocol members), nothing else', async () => {
+  it('with _meta, an extra key in params and one beside them, the upstream gets the tool and the arguments shown (and the progress token and the connection\'s protocol members), nothing else', async () => {
     const before = upstream.calls().length;
     const sent = call({
       jsonrpc: '2.0',
