@@ -60,13 +60,13 @@ describe('a held call sends upstream what the person was shown', () => {
       body: JSON.stringify(message),
     });
 
-  it('with _meta, an extra key in params and one beside them, the upstream gets the tool and the arguments shown (and the progress token), nothing else', async () => {
+  it('with _meta, an extra key in params and one beside them, the upstream gets the tool and the arguments shown (and the progress token and the connection\'s protocol members), nothing else', async () => {
     const before = upstream.calls().length;
     const sent = call({
       jsonrpc: '2.0',
       id: 7,
       method: 'tools/call',
-      params: { name: 'delete_note', arguments: { id: 'n1' }, _meta: { progressToken: 'p-1', 'vendor/run-as': 'root' }, task: { ttl: 1 }, confirm: true },
+      params: { name: 'delete_note', arguments: { id: 'n1' }, _meta: { progressToken: 'p-1', 'vendor/run-as': 'root', 'io.modelcontextprotocol/related-task': { taskId: 't' }, 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }, task: { ttl: 1 }, confirm: true },
       dryRun: false,
     });
     const held = await eventually(async () => ((await alice.get('/svc/v1/calls?status=pending')).body.data as { id: string; tool: string; arguments: unknown }[])[0], 'a held call');
@@ -77,7 +77,7 @@ describe('a held call sends upstream what the person was shown', () => {
     const res = await sent;
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('done');
-    expect(upstream.calls().slice(before)).toEqual([{ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'delete_note', arguments: { id: 'n1' }, _meta: { progressToken: 'p-1' } } }]);
+    expect(upstream.calls().slice(before)).toEqual([{ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'delete_note', arguments: { id: 'n1' }, _meta: { progressToken: 'p-1', 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }]);
   });
 
   it('a call without arguments is shown with none and sent with none; a progress token that is not a token does not go on', async () => {

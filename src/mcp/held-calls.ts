@@ -61,27 +61,27 @@ export const MAX_HELD_TOOL_NAME = 256;
 const MAX_PROGRESS_TOKEN = 256;
 
 /**
- * The `_meta` keys of the stateless protocol era that every request carries to say who asks and
- * in which version (the server refuses a request without them); they describe the client, not
- * what the tool is to do, so an approved call keeps them.
+ * The members of `_meta` that go on with an approved call: what the protocol itself puts there to
+ * describe the connection (the stateless 2026-07-28 era sends its version, the client and its
+ * capabilities with every request, and a server refuses a request without them), never what asks
+ * anything of the tool. Anything else (a vendor's key, `io.modelcontextprotocol/related-task`) is
+ * dropped.
  */
-const PROTOCOL_META = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientInfo', 'io.modelcontextprotocol/clientCapabilities'];
+const CONNECTION_META = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientInfo', 'io.modelcontextprotocol/clientCapabilities', 'io.modelcontextprotocol/logLevel'];
 
 /**
  * The JSON-RPC message an approved call is sent upstream as: the tool and the arguments the person
  * was shown (`{}` when the app gave none, as shown), and of `_meta` only a progress token (a string
- * or a safe integer, bounded), which names the server's progress notifications and asks nothing of
- * the tool, and the stateless era's protocol keys (PROTOCOL_META). Every other key the app put in
- * the message, its `params` or `_meta` goes nowhere: a server may act on any of them, and the
- * person never saw them.
+ * or a safe integer, bounded), which names the server's progress notifications, and the
+ * connection's own members (CONNECTION_META). Every other key the app put in the message, its
+ * `params` or `_meta` goes nowhere: a server may act on any of them, and the person never saw them.
  */
 export function sentAsShown(id: string | number | null | undefined, tool: string, shownArguments: unknown, meta: unknown): Record<string, unknown> {
   const given = meta && typeof meta === 'object' && !Array.isArray(meta) ? (meta as Record<string, unknown>) : {};
-  const kept: Record<string, unknown> = {};
-  const token = given.progressToken;
-  if ((typeof token === 'string' && token.length <= MAX_PROGRESS_TOKEN) || Number.isSafeInteger(token)) kept.progressToken = token;
-  for (const key of PROTOCOL_META) if (Object.hasOwn(given, key)) kept[key] = given[key];
-  const params = { name: tool, arguments: shownArguments, ...(Object.keys(kept).length > 0 ? { _meta: kept } : {}) };
+  const kept: [string, unknown][] = CONNECTION_META.filter((k) => Object.hasOwn(given, k)).map((k) => [k, given[k]]);
+  const token = Object.hasOwn(given, 'progressToken') ? given.progressToken : undefined;
+  if ((typeof token === 'string' && token.length <= MAX_PROGRESS_TOKEN) || Number.isSafeInteger(token)) kept.unshift(['progressToken', token]);
+  const params = { name: tool, arguments: shownArguments, ...(kept.length > 0 ? { _meta: Object.fromEntries(kept) } : {}) };
   return { jsonrpc: '2.0', id: id ?? null, method: 'tools/call', params };
 }
 

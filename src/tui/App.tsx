@@ -58,7 +58,7 @@ export function App({ width, height, color, user }: AppProps) {
         ) : s.screen === 'grants' ? (
           <GrantList grants={s.grants} cursor={s.grantCursor} width={width} height={body} color={color} />
         ) : s.screen === 'grant' ? (
-          <GrantTools data={s.grant?.data ?? null} picks={s.grant?.picks ?? {}} cursor={s.grant?.cursor ?? 0} width={width} height={body} color={color} />
+          <GrantTools data={s.grant?.data ?? null} now={s.now} picks={s.grant?.picks ?? {}} cursor={s.grant?.cursor ?? 0} width={width} height={body} color={color} />
         ) : d ? (
           <RequestDetail
             data={d.data}

@@ -128,6 +128,7 @@ export function ReviewApp({ client, color, user, pollMs = 1000, tickMs = 1000, c
     if (s.screen === 'grant') {
       if (input === ' ') return actions.toggle();
       if (input === 's') return void actions.saveGrant();
+      if (input === 'f' || input === 'F') return void actions.forgetRemembered(input === 'F');
       return;
     }
     if (s.screen === 'list') {

@@ -264,6 +264,13 @@ class GrantsClient extends FakeClient {
     },
   ];
   sets: { id: string; body: unknown }[] = [];
+  remembered: string[] = [];
+  forgotten: unknown[] = [];
+  async forgetRemembered(id: string, which?: { instance_id: string; tool: string }) {
+    this.forgotten.push({ id, which });
+    this.remembered = which ? this.remembered.filter((t) => t !== which.tool) : [];
+    return {};
+  }
   choice: Record<string, 'allow' | 'ask' | 'deny'> = { read_file: 'allow', delete_file: 'ask' };
   async approvedGrants() {
     return structuredClone(this.grantRows);
@@ -282,7 +289,7 @@ class GrantsClient extends FakeClient {
           default: null,
           tools_known: true,
           choices: {},
-          remembered: [],
+          remembered: this.remembered.map((tool) => ({ tool, until: new Date(NOW + 10 * 60_000).toISOString(), approved_by: 'admin', call_id: 'c1' })),
           tools: [
             { name: 'read_file', annotations: { readOnlyHint: true }, default_choice: 'allow' as const, choice: this.choice.read_file },
             { name: 'delete_file', annotations: { destructiveHint: true }, default_choice: 'ask' as const, choice: this.choice.delete_file },
@@ -324,5 +331,28 @@ describe('tool choices of a grant, later', () => {
     await ui.see('APPROVED GRANTS');
     await ui.press(KEY.escape);
     await ui.see('svc review: pending (draft) access requests');
+  });
+});
+
+describe('remembered approvals of a grant', () => {
+  it('are listed with its tool choices; f ends the highlighted tool\'s, and says so', async () => {
+    const client = new GrantsClient();
+    client.add({});
+    client.remembered = ['delete_file'];
+    const ui = mount(client);
+    await ui.see('g tool choices');
+    await ui.press('g');
+    await ui.see(/^› Notes App/m);
+    await ui.press(KEY.enter);
+    await ui.see('remembered: delete_file runs without asking for 10 more min');
+    expect(ui.frame()).toContain('f/F forget remembered');
+    // read_file is highlighted: it has none
+    await ui.press('f');
+    await ui.see('The highlighted tool has no remembered approval');
+    expect(client.forgotten).toEqual([]);
+    await ui.press('j', 'f');
+    await ui.see('No longer remembered: delete_file. The next call waits for you.');
+    expect(client.forgotten).toEqual([{ id: 'g0000000-0000-4000-8000-000000000001', which: { instance_id: 'aaaaaaaa-0000-4000-8000-000000000001', tool: 'delete_file' } }]);
+    expect(ui.frame()).not.toContain('remembered: delete_file runs');
   });
 });

@@ -24,5 +24,7 @@ export function daemonReviewClient(client: Pick<DaemonClient, 'request'>): Revie
     denyCall: async (id) => (await client.request<HeldCall>('POST', `/svc/v1/calls/${enc(id)}/deny`)).body,
     approvedGrants: async () => (await client.request<{ data: PendingRequest[] }>('GET', '/svc/v1/access-requests?status=approved')).body.data,
     setTools: async (id, body) => (await client.request('PUT', `/svc/v1/access-requests/${enc(id)}/tools`, body)).body,
+    forgetRemembered: async (id, which) =>
+      (await client.request('DELETE', `/svc/v1/access-requests/${enc(id)}/remembered${which ? `?instance_id=${enc(which.instance_id)}&tool=${enc(which.tool)}` : ''}`)).body,
   };
 }

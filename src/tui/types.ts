@@ -43,6 +43,8 @@ export interface ReviewClient {
   /** the approved grants this reviewer may change, and the change of one's tool choices */
   approvedGrants?(): Promise<PendingRequest[]>;
   setTools?(id: string, body: Record<string, { tools: Record<string, 'allow' | 'ask' | 'deny' | null> }>): Promise<unknown>;
+  /** ends remembered approvals of a grant: of one tool of one instance, or all */
+  forgetRemembered?(id: string, which?: { instance_id: string; tool: string }): Promise<unknown>;
 }
 
 /** Lowest first: `r` cycles through these up to max_grantable_role. */

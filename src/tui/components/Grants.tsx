@@ -37,6 +37,8 @@ export function GrantList({ grants, cursor, width, height, color }: GrantListPro
 
 export interface GrantToolsProps {
   data: ReviewData | null;
+  /** the clock, for how long a remembered approval still runs */
+  now: number;
   picks: Record<string, Record<string, ToolChoice>>;
   cursor: number;
   width: number;
@@ -44,10 +46,13 @@ export interface GrantToolsProps {
   color: boolean;
 }
 
-type Line = { kind: 'instance'; name: string; fallback: string } | { kind: 'tool'; instance: string; name: string; choice: ToolChoice; saved: ToolChoice; words: string[]; locked: boolean; index: number };
+type Line =
+  | { kind: 'instance'; name: string; fallback: string }
+  | { kind: 'remembered'; instance: string; tool: string; minutes: number }
+  | { kind: 'tool'; instance: string; name: string; choice: ToolChoice; saved: ToolChoice; words: string[]; locked: boolean; index: number };
 
 /** One grant's tools, per granted instance, with the choice each has; space changes the highlighted one. */
-export function GrantTools({ data, picks, cursor, width, height, color }: GrantToolsProps) {
+export function GrantTools({ data, now, picks, cursor, width, height, color }: GrantToolsProps) {
   if (!data) return <Text>Loading…</Text>;
   const lines: Line[] = [];
   let index = 0;
@@ -56,6 +61,7 @@ export function GrantTools({ data, picks, cursor, width, height, color }: GrantT
     for (const t of c.tools) {
       lines.push({ kind: 'tool', instance: c.instance_id, name: t.name, choice: t.owner_denied ? 'deny' : (picks[c.instance_id]?.[t.name] ?? t.choice), saved: t.choice, words: hintWords(t.annotations), locked: Boolean(t.owner_denied), index: t.owner_denied ? -1 : index++ });
     }
+    for (const r of c.remembered ?? []) lines.push({ kind: 'remembered', instance: c.instance_id, tool: r.tool, minutes: Math.max(1, Math.ceil((Date.parse(r.until) - now) / 60_000)) });
   }
   if (lines.length === 0) return <Text wrap="truncate-end">This grant has no MCP instance.</Text>;
   const at = Math.max(0, lines.findIndex((l) => l.kind === 'tool' && l.index === cursor));
@@ -71,6 +77,10 @@ export function GrantTools({ data, picks, cursor, width, height, color }: GrantT
             {'  '}
             {safe(l.name, 80)}
             <Text {...tone(color, 'muted')}>  ({l.fallback})</Text>
+          </Text>
+        ) : l.kind === 'remembered' ? (
+          <Text key={`r${l.instance}:${l.tool}`} wrap="truncate-end" {...tone(color, 'muted')}>
+            {'    '}remembered: {safe(l.tool, 60)} runs without asking for {l.minutes} more min
           </Text>
         ) : (
           <Text key={`${l.instance}:${l.name}`} wrap="truncate-end" {...(!l.locked && l.index === cursor ? tone(color, 'accent') : {})}>

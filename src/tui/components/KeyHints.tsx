@@ -23,7 +23,7 @@ const HINTS: Record<HintScreen, string> = {
   detail: '↑↓/jk move  space toggle  r role  l limits  a approve  d deny  Esc back  q quit',
   call: 'a approve  d deny  Esc back  q quit',
   grants: '↑↓/jk move  Enter tool choices  Esc back  q quit',
-  grant: '↑↓/jk move  space allow/ask/deny  s save  Esc back  q quit',
+  grant: '↑↓/jk move  space allow/ask/deny  s save  f/F forget remembered  Esc back  q quit',
   apps: '↑↓/jk move  r revoke  l limits  Tab requests  q quit',
   confirm: 'y revoke  any other key keeps it',
   limits: 'digits  Backspace  Tab next field  Enter save  Esc cancel',
