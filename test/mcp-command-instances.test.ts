@@ -257,7 +257,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
       [['mcp', 'add', '--name', 'z'], /--url URL .* -- COMMAND/],
       [['mcp', 'add', '--name', 'z', '--header', 'A: b', '--', 'srv'], /--header is for an HTTP server/],
       [['mcp', 'add', '--name', 'z', '--url', 'http://127.0.0.1:9/mcp', '--env', 'A=b'], /--env and --cwd are for a command server/],
-      [['mcp', 'add', '--name', 'z', '--env', '=b', '--', 'srv'], /--env takes KEY=VALUE/],
+      [['mcp', 'add', '--name', 'z', '--env', '=b', '--', 'srv'], /--env takes KEY=VALUE.*name before "=" is missing/],
     ] as [string[], RegExp][]) {
       const r = await svc(args);
       expect(r.exitCode, args.join(' ')).toBe(2);
