@@ -8,11 +8,12 @@ import type { McpInstanceRecord, UserRecord } from '../store/schema.js';
 import type { Repositories } from '../store/repositories.js';
 import { mcpProxyPath } from '../oauth/resources.js';
 import type { createInstanceBody, instanceHeaders, mcpInstance, updateInstanceBody } from './schemas.js';
+import type { UpstreamOAuth } from './upstream-oauth/service.js';
 
 export const HEADER_KIND = SEAL_KINDS.mcpHeader;
 
-/** The owner's view of an instance, with the proxy URL an MCP host connects to (`base` is svc's). */
-export const toPublicInstance = (m: McpInstanceRecord, base: string): z.infer<typeof mcpInstance> => ({
+/** The owner's view of an instance, with the proxy URL an MCP host connects to (`base` is svc's), and its sign-in's state (never a token). */
+export const toPublicInstance = (m: McpInstanceRecord, base: string, oauth?: UpstreamOAuth): z.infer<typeof mcpInstance> => ({
   id: m.id,
   name: m.name,
   url: m.url,
@@ -20,6 +21,7 @@ export const toPublicInstance = (m: McpInstanceRecord, base: string): z.infer<ty
   enabled: m.enabled,
   allow_tools: m.allow_tools,
   header_names: m.headers.map((h) => h.name),
+  auth: oauth?.view(m) ?? (m.headers.length ? { kind: 'headers' } : { kind: 'none' }),
   created_at: m.created_at,
   updated_at: m.updated_at,
 });
@@ -30,15 +32,26 @@ export class McpInstancesService {
     private readonly repos: Repositories,
     private readonly box: SecretBox,
     private readonly clock: Clock,
+    /** svc's sign-in to servers that use OAuth */
+    readonly oauth?: UpstreamOAuth,
   ) {}
 
   private seal(instanceId: string, headers: z.infer<typeof instanceHeaders>) {
     return headers.map((h) => ({ name: h.name, value: this.box.seal(HEADER_KIND, mcpHeaderSealId(instanceId, h.name), h.value) }));
   }
 
-  /** The instance's own headers in the clear, for the moment a request goes upstream. */
-  openHeaders(instance: McpInstanceRecord): Record<string, string> {
-    return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
+  /**
+   * The instance's own headers in the clear, for the moment a request goes upstream, with the
+   * Authorization of its sign-in where its server uses OAuth (refreshed first when it is about to
+   * end; mcp_sign_in_required when there is none).
+   */
+  async openHeaders(instance: McpInstanceRecord): Promise<Record<string, string>> {
+    const headers = Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
+    const authorization = await this.oauth?.authorization(instance);
+    if (!authorization) return headers;
+    // the sign-in's token replaces any Authorization header of the owner's
+    for (const name of Object.keys(headers)) if (name.toLowerCase() === 'authorization') delete headers[name];
+    return { ...headers, Authorization: authorization };
   }
 
   find(id: string): Promise<McpInstanceRecord | undefined> {
@@ -58,6 +71,7 @@ export class McpInstancesService {
 
   async create(owner: UserRecord, input: z.infer<typeof createInstanceBody>): Promise<McpInstanceRecord> {
     const id = randomUUID();
+    const oauth = this.oauth && !input.headers?.some((h) => h.name.toLowerCase() === 'authorization') ? await this.oauth.forNewInstance(id, input.url, input.oauth ?? {}) : undefined;
     const now = new Date(this.clock()).toISOString();
     const record: McpInstanceRecord = {
       id,
@@ -67,6 +81,7 @@ export class McpInstancesService {
       enabled: input.enabled ?? true,
       headers: this.seal(id, input.headers ?? []),
       allow_tools: input.allow_tools ?? null,
+      ...(oauth ? { oauth } : {}),
       created_at: now,
       updated_at: now,
     };
@@ -90,7 +105,9 @@ export class McpInstancesService {
   }
 
   async remove(owner: UserRecord, id: string): Promise<void> {
-    await this.getOwned(owner, id);
+    const found = await this.getOwned(owner, id);
+    // a removed instance's sign-in is revoked at its server first, as a sign-out's is
+    if (found.oauth && this.oauth) await this.oauth.logout(found);
     await this.repos.transaction(async (repos) => {
       if ((await repos.mcpInstances.get(id))?.owner_id !== owner.id) return;
       await repos.mcpInstances.delete(id);

@@ -4,6 +4,9 @@ import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
 import type { mcpInstance } from '../../mcp/schemas.js';
+import { secretFromStdin } from '../prompt.js';
+import { CliError } from '../errors.js';
+import { browserCommand, launch } from './open.js';
 
 /** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
 type Instance = z.infer<typeof mcpInstance>;
@@ -32,6 +35,9 @@ Examples:
   $ svc mcp disable 9b1e...
   $ svc mcp enable 9b1e...
   $ svc mcp allow-tools 9b1e... search,fetch
+  $ svc mcp add --name linear --url https://mcp.linear.app/mcp    # signs in with OAuth: then
+  $ svc mcp login 9b1e...
+  $ svc mcp logout 9b1e...
   $ svc mcp remove 9b1e...
 `,
     );
@@ -51,19 +57,28 @@ Examples:
     .option('--header <"Name: value">', 'a header svc sends upstream (repeatable)', collect, [])
     .option('--allow-tools <a,b>', 'only these tools are visible and callable')
     .option('--disabled', 'add it disabled')
+    .option('--oauth-client-id <id>', 'for a server that signs in with OAuth: a client you registered at its authorization server')
+    .option('--oauth-client-secret-stdin', "read that client's secret from standard input (stored encrypted, never shown)")
+    .option('--oauth-scope <scopes>', 'the scopes to ask for at sign-in ("a b"), instead of those the server lists')
     .option('--json', 'machine-readable output')
-    .action(async (opts: { name: string; url: string; header: string[]; allowTools?: string; disabled?: boolean; json?: boolean }, cmd: Command) => {
+    .action(async (opts: { name: string; url: string; header: string[]; allowTools?: string; disabled?: boolean; json?: boolean; oauthClientId?: string; oauthClientSecretStdin?: boolean; oauthScope?: string }, cmd: Command) => {
+      if (opts.oauthClientSecretStdin && !opts.oauthClientId) throw usage('--oauth-client-secret-stdin goes with --oauth-client-id.');
+      const secret = opts.oauthClientSecretStdin ? await secretFromStdin(o.stdin) : undefined;
+      if (opts.oauthClientSecretStdin && !secret) throw usage('--oauth-client-secret-stdin read an empty secret.');
+      const oauth = { ...(opts.oauthClientId ? { client_id: opts.oauthClientId } : {}), ...(secret ? { client_secret: secret } : {}), ...(opts.oauthScope ? { scope: opts.oauthScope } : {}) };
       const body = {
         name: opts.name,
         url: opts.url,
         headers: opts.header.map(parseHeader),
         ...(opts.allowTools !== undefined ? { allow_tools: toolList(opts.allowTools) } : {}),
         ...(opts.disabled ? { enabled: false } : {}),
+        ...(Object.keys(oauth).length ? { oauth } : {}),
       };
       const { body: res } = await (await connect(cmd)).request<{ instance: Instance }>('POST', '/svc/v1/mcps', body);
       if (opts.json) return printJson(o, res.instance);
       o.out(`${res.instance.id}\n`);
       o.err(`Added ${res.instance.name} (${res.instance.url}).\nMCP hosts connect to ${res.instance.proxy_url} (they sign in through svc).\n`);
+      if (res.instance.auth.kind === 'oauth') o.err(`The server signs in with OAuth: it needs you to sign in before apps can use it. Run: svc mcp login ${res.instance.id}\n`);
     });
 
   mcp
@@ -82,7 +97,45 @@ Examples:
         { header: 'enabled', value: (m) => (m.enabled ? 'yes' : 'no') },
         { header: 'tools', value: (m) => (m.allow_tools ? m.allow_tools.join(',') : 'all') },
         { header: 'headers', value: (m) => m.header_names.join(',') },
+        { header: 'auth', value: (m) => (m.auth.kind === 'oauth' ? (m.auth.status === 'connected' ? 'signed in' : 'needs sign-in') : m.auth.kind) },
       ]);
+    });
+
+  mcp
+    .command('login <id>')
+    .description('Sign in to an instance whose server uses OAuth: opens the sign-in in your browser, waits until it is connected')
+    .option('--print', 'print the link instead of opening it')
+    .action(async (typed: string, opts: { print?: boolean }, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      const before = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body.instance;
+      if (before.auth.kind !== 'oauth') throw new CliError(`${before.name} does not sign in with OAuth (its server asked for no sign-in when it was added).`);
+      // a one-time link that signs this browser in to svc as you, then starts the upstream sign-in from there
+      const { body: link } = await client.request<{ url: string }>('POST', '/svc/v1/auth/login-links');
+      const url = new URL(link.url);
+      url.searchParams.set('next', `/ui/mcps/${enc(id)}/sign-in`);
+      if (opts.print) o.out(`${url.href}\n`);
+      else {
+        const [file, args] = browserCommand(url.href, o.platform ?? process.platform, o.env ?? process.env);
+        await (o.run ?? launch)(file, args).catch(() => o.out(`${url.href}\n`));
+      }
+      o.err(`Sign in to ${before.name} in the browser (the link works once, for 60 s); waiting…\n`);
+      const deadline = Date.now() + 10 * 60_000;
+      for (;;) {
+        const now = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body.instance;
+        if (now.auth.kind === 'oauth' && now.auth.status === 'connected' && (before.auth.kind !== 'oauth' || now.auth.connected_at !== before.auth.connected_at)) break;
+        if (Date.now() > deadline) throw new CliError(`${before.name} is still not signed in after 10 minutes; run svc mcp login again.`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      o.err(`Connected: ${before.name} is signed in. Apps you grant it use the sign-in without seeing it.\n`);
+    });
+
+  mcp
+    .command('logout <id>')
+    .description("Forget an instance's sign-in (revoked at its server where it takes revocations)")
+    .action(async (typed: string, _opts, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      const { body } = await client.request<{ revoked: boolean }>('POST', `/svc/v1/mcps/${enc(id)}/oauth/logout`);
+      o.err(`Signed out of ${id}${body.revoked ? ' (revoked at the server)' : ''}.\n`);
     });
 
   for (const [verb, enabled] of [
