@@ -118,6 +118,8 @@ export interface OAuthUpstream {
   tokensSeen: string[];
   /** access tokens the authorization server issued */
   issued: string[];
+  /** refresh tokens it issued */
+  refreshTokens: string[];
   /** refresh_token grants the authorization server answered (successfully or not) */
   refreshes: () => number;
   /** the authorization requests it got, as their query */
@@ -159,6 +161,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
   };
   const tokensSeen: string[] = [];
   const issued: string[] = [];
+  const refreshTokens: string[] = [];
   const authorizeRequests: URLSearchParams[] = [];
   const revoked: string[] = [];
   const toolsRun: string[] = [];
@@ -186,6 +189,8 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     jwks: { keys: [jwk] as never },
     cookies: { keys: ['fixture-cookie-key-0123456789abcdef'] },
     pkce: { required: () => true },
+    // its one signing key is an ES256 one
+    clientDefaults: { id_token_signed_response_alg: 'ES256', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] },
     scopes: ['openid', 'offline_access'],
     discovery: opts.registration === 'metadata_document' ? { client_id_metadata_document_supported: true } : {},
     issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) => client.grantTypeAllowed('refresh_token'),
@@ -206,10 +211,11 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
       },
     },
   } as never);
-  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string }; body?: { access_token?: string } }; body?: { access_token?: string } }) => {
+  provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } }; body?: { access_token?: string; refresh_token?: string } }) => {
     if (ctx.oidc.params?.grant_type === 'refresh_token') state.refreshes++;
     const token = ctx.body?.access_token;
     if (token) issued.push(token);
+    if (ctx.body?.refresh_token) refreshTokens.push(ctx.body.refresh_token);
   });
   provider.on('grant.error', (ctx: { oidc: { params?: { grant_type?: string } } }) => {
     if (ctx.oidc.params?.grant_type === 'refresh_token') state.refreshes++;
@@ -294,6 +300,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     mcpUrl,
     tokensSeen,
     issued,
+    refreshTokens,
     authorizeRequests,
     revoked,
     toolsRun,
