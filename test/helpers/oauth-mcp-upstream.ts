@@ -126,7 +126,7 @@ export interface OAuthUpstream {
   authorizeRequests: URLSearchParams[];
   /** client registrations it answered (RFC 7591) */
   registrations: () => number;
-  /** client ids it was sent in a revocation request, and the tokens revoked */
+  /** the kind of each token it revoked (RFC 7009): refresh_token, access_token or other */
   revoked: string[];
   /** tools the MCP server ran */
   toolsRun: string[];
@@ -134,6 +134,9 @@ export interface OAuthUpstream {
   rejectIssuedTokens(): void;
   /** every refresh is refused from now on (invalid_grant) */
   refuseRefresh: boolean;
+  /** while set, the person is not sent back to the client: the answer's URL is kept in `callbacks` */
+  holdCallbacks: boolean;
+  callbacks: string[];
   /** while set, the MCP server answers each request with a 307 to this URL */
   redirectTo: string | null;
   close(): Promise<void>;
@@ -158,6 +161,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     registrations: 0,
     refuseRefresh: false,
     redirectTo: null as string | null,
+    holdCallbacks: false,
   };
   const tokensSeen: string[] = [];
   const issued: string[] = [];
@@ -223,13 +227,26 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
   provider.on('registration_create.success', () => {
     state.registrations++;
   });
-  provider.on('revocation.success', (ctx: { oidc: { params?: { token?: string } } }) => {
-    if (ctx.oidc.params?.token) revoked.push(String(ctx.oidc.params.token));
+  provider.on('revocation.success', (ctx: { oidc: { entities?: { RefreshToken?: { jti?: string }; AccessToken?: { jti?: string } } } }) => {
+    const entities = ctx.oidc.entities ?? {};
+    revoked.push(entities.RefreshToken ? 'refresh_token' : entities.AccessToken ? 'access_token' : 'other');
   });
   const callback = provider.callback();
+  const callbacks: string[] = [];
   asServer.on('request', (req, res) => {
     const url = new URL(req.url ?? '/', issuer);
+    if (state.holdCallbacks) {
+      const setHeader = res.setHeader.bind(res);
+      res.setHeader = (name: string, value: number | string | readonly string[]) => {
+        if (name.toLowerCase() === 'location' && String(value).includes('/ui/mcp-oauth/callback')) {
+          callbacks.push(String(value));
+          return setHeader(name, `${issuer}/held`);
+        }
+        return setHeader(name, value);
+      };
+    }
     if (url.pathname === '/auth') authorizeRequests.push(url.searchParams);
+    if (url.pathname === '/token/revocation' && req.method === 'POST') revoked.push('request');
     // a refused refresh, as when the person revoked svc's access at the provider
     if (url.pathname === '/token' && state.refuseRefresh && req.method === 'POST') {
       const chunks: Buffer[] = [];
@@ -314,6 +331,13 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     },
     set refuseRefresh(v: boolean) {
       state.refuseRefresh = v;
+    },
+    callbacks,
+    get holdCallbacks() {
+      return state.holdCallbacks;
+    },
+    set holdCallbacks(v: boolean) {
+      state.holdCallbacks = v;
     },
     get redirectTo() {
       return state.redirectTo;

@@ -263,11 +263,12 @@ export class UpstreamOAuth {
     let revoked = false;
     if (tokens && o.revocation_endpoint && o.client) {
       const secret = this.secretOf(instance);
-      const results = await Promise.all([
-        ...(tokens.refresh_token ? [revokeToken(o.revocation_endpoint, o.client, secret, tokens.refresh_token, 'refresh_token')] : []),
+      // the refresh token is what outlives the sign-in; a self-contained access token may not be revocable at all
+      const [refresh, access] = await Promise.all([
+        tokens.refresh_token ? revokeToken(o.revocation_endpoint, o.client, secret, tokens.refresh_token, 'refresh_token') : Promise.resolve(undefined),
         revokeToken(o.revocation_endpoint, o.client, secret, tokens.access_token, 'access_token'),
       ]);
-      revoked = results.every(Boolean);
+      revoked = refresh ?? access;
       if (!revoked) this.deps.logger.warn({ instance: instance.id }, 'mcp instance sign-out: the server did not confirm the revocation');
     }
     await this.needsSignIn(instance, 'signed_out');
