@@ -270,6 +270,11 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffl
       const page = await admin.get('/ui/mcps');
       expect(page.text).toMatch(/needs sign-in/);
       expect(page.text).toContain(`/ui/mcps/${ids.pre_registered}/sign-in`);
+      // the review page of a request for that server offers the sign-in beside the instance
+      const draft = await new Api(d.url).post('/svc/v1/apps/request-access', { app_client_id: clientId, flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1', mcp_servers: [{ url: upstreams.pre_registered.mcpUrl }] } });
+      const review = await admin.get(`/ui/apps/access-requests/review?id=${encodeURIComponent(draft.body.id)}`);
+      expect(review.status).toBe(200);
+      expect(review.text).toContain(`href="/ui/mcps/${ids.pre_registered}/sign-in"`);
     } finally {
       upstreams.pre_registered.refuseRefresh = false;
     }
