@@ -82,20 +82,37 @@ async function readBounded(res: Response): Promise<string> {
  * starts. A `401` with a Bearer challenge says it signs people in with OAuth.
  */
 export async function probe(url: string): Promise<BearerChallenge | null> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), OAUTH_TIMEOUT_MS);
   try {
     const res = await fetch(url, {
       method: 'POST',
       redirect: 'manual',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'svc', version: '0' } } }),
-      signal: AbortSignal.timeout(OAUTH_TIMEOUT_MS),
+      signal: abort.signal,
     });
-    await res.body?.cancel();
+    // only the status and headers are wanted: the answer (maybe a stream) is cut off at once
+    abort.abort();
+    const session = res.headers.get('mcp-session-id');
+    // a server that took the initialize keeps a session for it: it is ended, as any client would
+    if (session) await endSession(url, session);
     if (res.status !== 401) return null;
     return parseBearerChallenge(res.headers.get('www-authenticate'));
   } catch {
     // not reachable now: saved as it is, and its calls will say so
     return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function endSession(url: string, session: string): Promise<void> {
+  try {
+    const res = await fetch(url, { method: 'DELETE', redirect: 'manual', headers: { 'mcp-session-id': session }, signal: AbortSignal.timeout(OAUTH_TIMEOUT_MS) });
+    await res.body?.cancel();
+  } catch {
+    /* the server's to forget in its own time */
   }
 }
 
