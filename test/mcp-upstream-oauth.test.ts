@@ -21,7 +21,7 @@ import { type OAuthUpstream, PRE_CLIENT_ID, PRE_CLIENT_SECRET, type Registration
 
 const CALLBACK = '/ui/mcp-oauth/callback';
 
-describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffle: false }, () => {
+describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () => {
   const clock = testClock();
   let d: TestDaemon;
   let admin: Api;
@@ -140,29 +140,39 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffl
     await d?.stop();
   });
 
-  const ids: Partial<Record<RegistrationKind, string>> = {};
-  const tokens: Partial<Record<RegistrationKind, string>> = {};
+  let named = 0;
+  /** A new instance of the `kind` server, signed in through the browser, and an app's token granted it. */
+  async function connected(kind: RegistrationKind) {
+    const name = `${kind}-${++named}`;
+    const id = await addInstance(name, upstreams[kind].mcpUrl, kind === 'pre_registered' ? { client_id: PRE_CLIENT_ID, client_secret: PRE_CLIENT_SECRET } : undefined);
+    const { final } = await signInAtUpstream(await signInLink(id));
+    expect(final).toContain(`Signed in to ${name}`);
+    return { id, token: await appToken([id], upstreams[kind].mcpUrl) };
+  }
 
   it('svc mcp add notices a server that answers 401 with a Bearer challenge, and says how to sign in', async () => {
-    const added = await cli(['mcp', 'add', '--name', 'hosted', '--url', upstreams.dynamic.mcpUrl]);
+    const added = await cli(['mcp', 'add', '--name', 'noticed', '--url', upstreams.dynamic.mcpUrl]);
     expect(added.exitCode, added.stderr).toBe(0);
-    ids.dynamic = added.stdout.trim();
-    expect(added.stderr).toContain(`svc mcp login ${ids.dynamic}`);
-    expect((await instance(ids.dynamic)).auth).toMatchObject({ kind: 'oauth', status: 'needs_sign_in', reason: 'not_signed_in' });
+    const id = added.stdout.trim();
+    expect(added.stderr).toContain(`svc mcp login ${id}`);
+    expect((await instance(id)).auth).toMatchObject({ kind: 'oauth', status: 'needs_sign_in', reason: 'not_signed_in' });
     const list = await cli(['mcp', 'list']);
     expect(list.stdout).toMatch(/needs sign-in/);
     // an app granted it meets a clear error, not the upstream's 401
-    const token = await appToken([ids.dynamic], upstreams.dynamic.mcpUrl);
-    const rest = await execute(token, ids.dynamic);
+    const token = await appToken([id], upstreams.dynamic.mcpUrl);
+    const rest = await execute(token, id);
     expect(rest.status).toBe(502);
     expect(rest.body.error.code).toBe('mcp_sign_in_required');
-    const app = await proxyClient(token, ids.dynamic).catch((err: Error) => err);
+    const app = await proxyClient(token, id).catch((err: Error) => err);
     expect(String(app instanceof Error ? app.message : 'connected')).toMatch(/sign in again/);
   });
 
   it('svc mcp login --print signs in with dynamic registration (RFC 7591), through the upstream\'s login and consent in Chromium', async () => {
+    const added = await cli(['mcp', 'add', '--name', 'hosted', '--url', upstreams.dynamic.mcpUrl]);
+    const id = added.stdout.trim();
+    const registered = upstreams.dynamic.registrations();
     let link = '';
-    const running = cli(['mcp', 'login', ids.dynamic!, '--print'], '', (t) => (link += t));
+    const running = cli(['mcp', 'login', id, '--print'], '', (t) => (link += t));
     let ended: unknown;
     void running.then((r) => (ended = r));
     await eventually(() => link.trim().startsWith('http') || ended, 'the link printed', 30_000);
@@ -172,23 +182,22 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffl
     const done = await running;
     expect(done.exitCode, done.stderr).toBe(0);
     expect(done.stderr).toContain('Connected');
-    expect((await instance(ids.dynamic!)).auth).toMatchObject({ kind: 'oauth', status: 'connected', client: 'dynamic' });
-    expect(upstreams.dynamic.registrations()).toBe(1);
+    expect((await instance(id)).auth).toMatchObject({ kind: 'oauth', status: 'connected', client: 'dynamic' });
+    expect(upstreams.dynamic.registrations() - registered).toBe(1);
     const asked = upstreams.dynamic.authorizeRequests.at(-1)!;
     expect(asked.get('code_challenge_method')).toBe('S256');
     expect(asked.get('resource')).toBe(upstreams.dynamic.mcpUrl);
     expect(asked.get('scope')).toBe('mcp:tools');
-    expect(asked.get('state')).toMatch(new RegExp(`^${ids.dynamic}\\.`));
+    expect(asked.get('state')).toMatch(new RegExp(`^${id}\\.`));
     expect((await cli(['mcp', 'list'])).stdout).toMatch(/signed in/);
   });
 
   it('app calls through the proxy and REST reach the server with its token; the app never sees it', async () => {
-    const token = await appToken([ids.dynamic!], upstreams.dynamic.mcpUrl);
-    tokens.dynamic = token;
-    const rest = await execute(token, ids.dynamic!, 'whoami', {});
+    const { id, token } = await connected('dynamic');
+    const rest = await execute(token, id, 'whoami', {});
     expect(rest.status, rest.text).toBe(200);
     expect(rest.text).toContain('you sent');
-    const client = await proxyClient(token, ids.dynamic!);
+    const client = await proxyClient(token, id);
     const viaProxy = await client.callTool({ name: 'whoami', arguments: {} });
     await client.close();
     answers.push(JSON.stringify(viaProxy));
@@ -202,50 +211,54 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffl
   it('svc mcp login with a pre-registered confidential client (--oauth-client-id, secret on stdin)', async () => {
     const added = await cli(['mcp', 'add', '--name', 'pre', '--url', upstreams.pre_registered.mcpUrl, '--oauth-client-id', PRE_CLIENT_ID, '--oauth-client-secret-stdin'], PRE_CLIENT_SECRET);
     expect(added.exitCode, added.stderr).toBe(0);
-    ids.pre_registered = added.stdout.trim();
-    const { final } = await signInAtUpstream(await signInLink(ids.pre_registered));
+    const id = added.stdout.trim();
+    const { final } = await signInAtUpstream(await signInLink(id));
     expect(final).toContain('Signed in to pre');
-    expect((await instance(ids.pre_registered)).auth).toMatchObject({ status: 'connected', client: 'pre_registered' });
+    expect((await instance(id)).auth).toMatchObject({ status: 'connected', client: 'pre_registered' });
     expect(upstreams.pre_registered.authorizeRequests.at(-1)!.get('client_id')).toBe(PRE_CLIENT_ID);
-    const token = await appToken([ids.pre_registered], upstreams.pre_registered.mcpUrl);
-    expect((await execute(token, ids.pre_registered)).body.result.content[0].text).toBe('echo: hi');
+    const token = await appToken([id], upstreams.pre_registered.mcpUrl);
+    expect((await execute(token, id)).body.result.content[0].text).toBe('echo: hi');
   });
 
   it('svc mcp login with a Client ID Metadata Document served at svc\'s base URL', async () => {
-    ids.metadata_document = await addInstance('cimd', upstreams.metadata_document.mcpUrl);
-    const { final } = await signInAtUpstream(await signInLink(ids.metadata_document));
+    const registered = upstreams.metadata_document.registrations();
+    const id = await addInstance('cimd', upstreams.metadata_document.mcpUrl);
+    const { final } = await signInAtUpstream(await signInLink(id));
     expect(final).toContain('Signed in to cimd');
-    expect((await instance(ids.metadata_document)).auth).toMatchObject({ status: 'connected', client: 'metadata_document' });
+    expect((await instance(id)).auth).toMatchObject({ status: 'connected', client: 'metadata_document' });
     expect(upstreams.metadata_document.authorizeRequests.at(-1)!.get('client_id')).toBe(`${d.baseUrl}/svc/oauth/mcp-client.json`);
-    expect(upstreams.metadata_document.registrations()).toBe(0);
-    const token = await appToken([ids.metadata_document], upstreams.metadata_document.mcpUrl);
-    expect((await execute(token, ids.metadata_document)).status).toBe(200);
+    expect(upstreams.metadata_document.registrations() - registered).toBe(0);
+    const token = await appToken([id], upstreams.metadata_document.mcpUrl);
+    expect((await execute(token, id)).status).toBe(200);
   });
 
   it('an expired token met by twenty racing calls is refreshed exactly once, and all twenty succeed', async () => {
+    const { id, token } = await connected('dynamic');
     const before = upstreams.dynamic.refreshes();
     clock.advance(61_000);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => execute(tokens.dynamic!, ids.dynamic!, 'echo', { message: `n${i}` })));
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => execute(token, id, 'echo', { message: `n${i}` })));
     for (const [i, r] of results.entries()) expect(r.body.result?.content[0].text, r.text).toBe(`echo: n${i}`);
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
     expect(upstreams.dynamic.tokensSeen.at(-1)).toBe(upstreams.dynamic.issued.at(-1));
   });
 
   it('a token the server refuses (401) is refreshed and the call tried again', async () => {
+    const { id, token } = await connected('dynamic');
     const before = upstreams.dynamic.refreshes();
     upstreams.dynamic.rejectIssuedTokens();
-    const r = await execute(tokens.dynamic!, ids.dynamic!);
+    const r = await execute(token, id);
     expect(r.status, r.text).toBe(200);
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
   });
 
   it('a server that redirects the call to another origin never gets the token sent there', async () => {
+    const { id, token } = await connected('dynamic');
     const catcher = await startCatcher();
     try {
       upstreams.dynamic.redirectTo = catcher.url;
-      const rest = await execute(tokens.dynamic!, ids.dynamic!);
+      const rest = await execute(token, id);
       expect(rest.status).toBeGreaterThanOrEqual(400);
-      const viaProxy = await new Api(d.url).post(`/svc/v1/apps/mcps/${ids.dynamic}/mcp`, { jsonrpc: '2.0', id: 1, method: 'ping' }, { Authorization: `Bearer ${tokens.dynamic}`, Accept: 'application/json, text/event-stream' });
+      const viaProxy = await new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 1, method: 'ping' }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
       answers.push(viaProxy.text);
       expect(catcher.seen.filter((h) => h.authorization)).toEqual([]);
     } finally {
@@ -255,39 +268,39 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffl
   });
 
   it('a refused refresh leaves the instance needing a sign-in: REST says 502 mcp_sign_in_required, the proxy a JSON-RPC error', async () => {
-    const token = await appToken([ids.pre_registered!], upstreams.pre_registered.mcpUrl);
+    const { id, token } = await connected('pre_registered');
     upstreams.pre_registered.refuseRefresh = true;
     clock.advance(61_000);
     try {
-      const rest = await execute(token, ids.pre_registered!);
+      const rest = await execute(token, id);
       expect(rest.status).toBe(502);
       expect(rest.body.error.code).toBe('mcp_sign_in_required');
       expect(rest.body.error.message).toMatch(/sign in again/);
-      expect((await instance(ids.pre_registered!)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'refresh_refused' });
-      const rpc = await new Api(d.url).post(`/svc/v1/apps/mcps/${ids.pre_registered}/mcp`, { jsonrpc: '2.0', id: 7, method: 'tools/list' }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
+      expect((await instance(id)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'refresh_refused' });
+      const rpc = await new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 7, method: 'tools/list' }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
       answers.push(rpc.text);
       expect(rpc.body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { data: { code: 'mcp_sign_in_required' } } });
       const page = await admin.get('/ui/mcps');
       expect(page.text).toMatch(/needs sign-in/);
-      expect(page.text).toContain(`/ui/mcps/${ids.pre_registered}/sign-in`);
+      expect(page.text).toContain(`/ui/mcps/${id}/sign-in`);
       // the review page of a request for that server offers the sign-in beside the instance
       const draft = await new Api(d.url).post('/svc/v1/apps/request-access', { app_client_id: clientId, flow_type: 'popup', requested_role: 'scope_user_user', requested: { version: '1', mcp_servers: [{ url: upstreams.pre_registered.mcpUrl }] } });
       const review = await admin.get(`/ui/apps/access-requests/review?id=${encodeURIComponent(draft.body.id)}`);
       expect(review.status).toBe(200);
-      expect(review.text).toContain(`href="/ui/mcps/${ids.pre_registered}/sign-in"`);
+      expect(review.text).toContain(`href="/ui/mcps/${id}/sign-in"`);
     } finally {
       upstreams.pre_registered.refuseRefresh = false;
     }
   });
 
   it('a sign-in revoked at the server (its token refused, its refresh refused) needs a sign-in', async () => {
+    const { id, token } = await connected('metadata_document');
     upstreams.metadata_document.rejectIssuedTokens();
     upstreams.metadata_document.refuseRefresh = true;
     try {
-      const token = await appToken([ids.metadata_document!], upstreams.metadata_document.mcpUrl);
-      const rest = await execute(token, ids.metadata_document!);
+      const rest = await execute(token, id);
       expect(rest.body.error?.code, rest.text).toBe('mcp_sign_in_required');
-      expect((await instance(ids.metadata_document!)).auth.status).toBe('needs_sign_in');
+      expect((await instance(id)).auth.status).toBe('needs_sign_in');
     } finally {
       upstreams.metadata_document.refuseRefresh = false;
     }
@@ -329,22 +342,34 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000, shuffl
   });
 
   it('svc mcp logout forgets the tokens and revokes them (RFC 7009); removing an instance does the same', async () => {
+    const { id, token } = await connected('dynamic');
     const revokedBefore = upstreams.dynamic.revoked.length;
-    const out = await cli(['mcp', 'logout', ids.dynamic!]);
+    const out = await cli(['mcp', 'logout', id]);
     expect(out.exitCode, out.stderr).toBe(0);
     expect(out.stderr).toContain('revoked');
     expect(upstreams.dynamic.revoked.slice(revokedBefore)).toContain('request');
-    expect((await instance(ids.dynamic!)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'signed_out' });
-    expect((await execute(tokens.dynamic!, ids.dynamic!)).body.error.code).toBe('mcp_sign_in_required');
+    expect((await instance(id)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'signed_out' });
+    expect((await execute(token, id)).body.error.code).toBe('mcp_sign_in_required');
+    const doomed = await connected('dynamic');
     const beforeRemoval = upstreams.dynamic.revoked.length;
-    const removed = await cli(['mcp', 'remove', (await admin.get('/svc/v1/mcps')).body.data.find((m: { name: string }) => m.name === 'other').id]);
+    const removed = await cli(['mcp', 'remove', doomed.id]);
     expect(removed.exitCode, removed.stderr).toBe(0);
     expect(upstreams.dynamic.revoked.slice(beforeRemoval)).toContain('request');
+    expect((await admin.get(`/svc/v1/mcps/${doomed.id}`)).status).toBe(404);
   });
 
   it('no token is in any answer, log line or file of the data dir', async () => {
+    // whatever ran before, a sign-in of each kind, called and refreshed, is in the data dir and the logs
+    const made = [];
+    for (const kind of ['dynamic', 'pre_registered', 'metadata_document'] as const) {
+      const one = await connected(kind);
+      expect((await execute(one.token, one.id, 'whoami', {})).status).toBe(200);
+      made.push(one);
+    }
+    clock.advance(61_000);
+    for (const one of made) expect((await execute(one.token, one.id, 'whoami', {})).status).toBe(200);
     const all = Object.values(upstreams).flatMap((u) => [...u.issued, ...u.refreshTokens]);
-    expect(all.length).toBeGreaterThan(5);
+    expect(all.length).toBeGreaterThanOrEqual(6);
     const files: string[] = [];
     const walk = async (dir: string) => {
       for (const e of await readdir(dir, { withFileTypes: true })) {
