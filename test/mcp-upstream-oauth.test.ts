@@ -236,7 +236,10 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     const { id, token } = await connected('dynamic');
     const before = upstreams.dynamic.refreshes();
     clock.advance(61_000);
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => execute(token, id, 'echo', { message: `n${i}` })));
+    // half over REST, half through the proxy
+    const viaProxy = (i: number) =>
+      new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'echo', arguments: { message: `n${i}` } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? viaProxy(i) : execute(token, id, 'echo', { message: `n${i}` }))));
     for (const [i, r] of results.entries()) expect(r.body.result?.content[0].text, r.text).toBe(`echo: n${i}`);
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
     expect(upstreams.dynamic.tokensSeen.at(-1)).toBe(upstreams.dynamic.issued.at(-1));
@@ -249,6 +252,21 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     const r = await execute(token, id);
     expect(r.status, r.text).toBe(200);
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
+  });
+
+  it('a token the server refuses on a proxied call is refreshed for the next one; the app never gets the 401', async () => {
+    const { id, token } = await connected('dynamic');
+    const before = upstreams.dynamic.refreshes();
+    upstreams.dynamic.rejectIssuedTokens();
+    const call = () => new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
+    const refused = await call();
+    answers.push(refused.text);
+    // its body went upstream already: this one fails in the contract's shape, not as a 401 the app would read as its own
+    expect(refused.status).toBe(502);
+    expect(upstreams.dynamic.refreshes() - before).toBe(1);
+    const next = await call();
+    expect(next.body.result?.content[0].text, next.text).toBe('echo: hi');
+    expect((await instance(id)).auth.status).toBe('connected');
   });
 
   it('a server that redirects the call to another origin never gets the token sent there', async () => {
