@@ -2,6 +2,8 @@ import { AppError } from '../../errors.js';
 
 /** How long one discovery or token request may take. */
 export const OAUTH_TIMEOUT_MS = 15_000;
+/** How long the probe at `svc mcp add` waits for the server's status: a server that does not answer is saved as it is. */
+const PROBE_TIMEOUT_MS = 5_000;
 /** The most of a metadata or token answer svc reads. */
 const ANSWER_LIMIT = 256 * 1024;
 
@@ -83,7 +85,7 @@ async function readBounded(res: Response): Promise<string> {
  */
 export async function probe(url: string): Promise<BearerChallenge | null> {
   const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), OAUTH_TIMEOUT_MS);
+  const timer = setTimeout(() => abort.abort(), PROBE_TIMEOUT_MS);
   try {
     const res = await fetch(url, {
       method: 'POST',
