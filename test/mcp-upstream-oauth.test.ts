@@ -4,7 +4,7 @@
  * the tokens sealed, refreshes them once for every call that meets a stale one, and never lets an
  * app (or a log line, or a file of the data dir) see them.
  */
-import { chmod, readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { cleanEnv } from './helpers/cli.js';
 import { launchChromium } from './helpers/consent.js';
-import { startTestDaemon, tempDir, type TestDaemon, testClock } from './helpers/daemon.js';
+import { startTestDaemon, type TestDaemon, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { eventually } from './helpers/wait.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
@@ -122,16 +122,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     return client;
   }
 
-  // a notify-send that writes down each notification, first on the PATH (the daemon's notifier is on)
-  const pathBefore = process.env.PATH;
-  let notified: string;
   beforeAll(async () => {
-    const bin = await tempDir('svc-notify-');
-    notified = path.join(bin, 'notified.txt');
-    await writeFile(notified, '');
-    await writeFile(path.join(bin, 'notify-send'), `#!/bin/sh\nprintf '%s|' "$@" | tr '\\n' ' ' >> '${notified}'\nprintf '\\n' >> '${notified}'\n`);
-    await chmod(path.join(bin, 'notify-send'), 0o755);
-    process.env.PATH = `${bin}${path.delimiter}${pathBefore}`;
     d = await startTestDaemon({ clock, config: { rateLimitClient: 0, rateLimitAddress: 0 } });
     admin = await new Api(d.url).login('admin', d.adminPassword);
     ({ clientId, secret } = await registerClient(admin));
@@ -144,7 +135,6 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {
-    process.env.PATH = pathBefore;
     await browser?.close();
     await Promise.all(Object.values(upstreams).map((u) => u.close()));
     await d?.stop();
@@ -305,9 +295,6 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
       expect(rest.body.error.code).toBe('mcp_sign_in_required');
       expect(rest.body.error.message).toMatch(/sign in again/);
       expect((await instance(id)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'refresh_refused' });
-      const name = (await instance(id)).name as string;
-      await eventually(async () => (await readFile(notified, 'utf8')).includes(`${name} needs you to sign in again`), 'the desktop notice');
-      expect(await readFile(notified, 'utf8')).toContain(`/ui/mcps/${id}/sign-in`);
       const rpc = await new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 7, method: 'tools/list' }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
       answers.push(rpc.text);
       expect(rpc.body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { data: { code: 'mcp_sign_in_required' } } });
