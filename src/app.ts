@@ -26,6 +26,7 @@ import { callRoutes } from './mcp/call-routes.js';
 import type { CommandHooks, McpInstancesService } from './mcp/instances.js';
 import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
+import { mountUpstreamOAuthUi, upstreamOAuthRoutes } from './mcp/upstream-oauth/routes.js';
 import { MCP_EVENT_IDS_LABEL, MCP_SESSION_IDS_LABEL, SessionIds } from './mcp/session-ids.js';
 import { modelAliasRoutes, modelDownloadRoutes } from './models/routes.js';
 import type { OAuthClientsService } from './oauth/clients.js';
@@ -142,6 +143,7 @@ function apiRoutes(
     ...accessRequestRoutes(deps, s.requests, (u) => s.instances.listOwned(u), s.policies),
     ...apiKeyRoutes(deps, s.keys),
     ...mcpInstanceRoutes(s.instances, deps.baseUrl),
+    ...upstreamOAuthRoutes(s.instances, s.upstreamOAuth),
     ...oauthClientRoutes(s.clients),
     ...protectedResourceRoutes(deps, opts.issuer),
     ...appMcpRoutes(s.instances, s.mcpTools, opts.mcpOriginAllowed, deps.config.mcpTimeoutMs, opts.openStreams, {
@@ -180,4 +182,5 @@ function mountPages(router: Router<AppState>, deps: AppDeps, s: Services, sameOr
   mountAppsUi(router, deps, s.requests, s.activity, (u) => s.instances.listOwned(u), sameOrigin);
   mountCallsUi(router, deps, s.held, sameOrigin);
   mountGrantToolsUi(router, deps, s.requests, s.policies, sameOrigin);
+  mountUpstreamOAuthUi(router, deps, s.instances, s.upstreamOAuth);
 }

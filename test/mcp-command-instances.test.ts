@@ -226,7 +226,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
     expect(piped.exitCode, piped.stderr).toBe(0);
     expect(piped.stdout).not.toContain(MARKER);
     const row = lines(piped.stdout).find((l) => l.startsWith(id))!.split('\t');
-    expect(row).toEqual([id, 'notes', 'stdio://notes', `${d.url}/svc/v1/apps/mcps/${id}/mcp`, 'yes', 'read,write', '', 'command', 'NOTES_TOKEN,FROM_SHELL', '']);
+    expect(row).toEqual([id, 'notes', 'stdio://notes', `${d.url}/svc/v1/apps/mcps/${id}/mcp`, 'yes', 'read,write', '', 'command', 'NOTES_TOKEN,FROM_SHELL', '', 'none']);
     const table = await onTerminal(['mcp', 'list']);
     expect(table.stdout).toMatch(/TRANSPORT\s+ENV/);
     const json = JSON.parse((await svc(['mcp', 'list', '--json'])).stdout) as { id: string; transport: string }[];
@@ -271,7 +271,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
     expect(add.exitCode, add.stderr).toBe(0);
     const hid = add.stdout.trim();
     const row = lines((await svc(['mcp', 'list'])).stdout).find((l) => l.startsWith(hid))!.split('\t');
-    expect(row).toEqual([hid, 'plain', 'http://127.0.0.1:9/plain', `${d.url}/svc/v1/apps/mcps/${hid}/mcp`, 'yes', 'all', 'X-Key', 'http', '', '']);
+    expect(row).toEqual([hid, 'plain', 'http://127.0.0.1:9/plain', `${d.url}/svc/v1/apps/mcps/${hid}/mcp`, 'yes', 'all', 'X-Key', 'http', '', '', 'headers']);
     const show = await onTerminal(['mcp', 'show', hid]);
     expect(show.stdout).toMatch(/^headers\s+X-Key$/m);
     expect(show.stdout).not.toMatch(/^command/m);

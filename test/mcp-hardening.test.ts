@@ -193,6 +193,8 @@ describe('MCP proxy hardening', () => {
   const call = (tool: string) => JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: tool, arguments: {} } });
 
   it('an SSE event that never ends, in a tools/list answer svc must filter, stops the stream at 8 MiB instead of growing svc', async () => {
+    // counted from this call: adding the instance probed the server (whether it signs in with OAuth) once already
+    Object.assign(endless, { sent: 0, closed: false });
     const res = await post('endless', JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' }));
     expect(res.status).toBe(200);
     const body = await res.text(); // ends: svc gave up on the event

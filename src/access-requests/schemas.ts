@@ -151,6 +151,7 @@ const reviewInstance = z.object({
   url: z.string(),
   enabled: z.boolean(),
   selected: z.boolean().describe('Ticked by default on every review surface: the instance the app named, else the first enabled one'),
+  needs_sign_in: z.boolean().optional().describe("True when the instance's server signs in with OAuth and its owner must sign in before the app's calls work"),
   tools_known: z.boolean().optional().describe("Whether svc has the instance's tool list; a draft's review fetches it when it can"),
   tools: z.array(reviewTool).optional().describe('Its tools, their annotations and the choice each gets'),
 });

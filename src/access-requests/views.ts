@@ -104,7 +104,7 @@ export async function reviewView(service: AccessRequestsService, record: AccessR
       // host's resource), else the first enabled one.
       const suggested = mine.find((m) => m.enabled && record.authorize?.suggested_instance_ids.includes(m.id));
       const pick = (suggested ?? mine.find((m) => m.enabled))?.id;
-      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick, ...toolsOf?.get(m.id) })) };
+      return { url, instances: mine.map((m) => ({ id: m.id, name: m.name, url: m.url, enabled: m.enabled, selected: m.id === pick, ...(m.oauth?.status === 'needs_sign_in' ? { needs_sign_in: true } : {}), ...toolsOf?.get(m.id) })) };
     }),
     ...(granted && tools ? { tool_policies: record.tool_policies ?? {}, tool_choices: choices } : {}),
   };

@@ -12,6 +12,7 @@ import { HeldCalls } from '../mcp/held-calls.js';
 import { type CommandHooks, McpInstancesService } from '../mcp/instances.js';
 import { ToolPolicies } from '../mcp/policies.js';
 import { McpToolsService } from '../mcp/tools.js';
+import { UpstreamOAuth } from '../mcp/upstream-oauth/service.js';
 import { ModelCatalog } from '../models/catalog.js';
 import { ModelDownloads, replicaOf } from '../models/downloads.js';
 import { DesktopNotifier } from '../notify/desktop.js';
@@ -24,6 +25,7 @@ export interface Services {
   login: LoginService;
   loginLinks: LoginLinks;
   instances: McpInstancesService;
+  upstreamOAuth: UpstreamOAuth;
   clients: OAuthClientsService;
   /** what an app is, by its client id: an API key's app or a registered OAuth client */
   appInfo: AppInfoLookup;
@@ -44,7 +46,9 @@ export async function createServices(deps: AppDeps, activity: ActivityStore, com
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
   const loginLinks = new LoginLinks(deps.box, deps.repos, deps.clock);
-  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock, commandHooks);
+  const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
+  const upstreamOAuth = new UpstreamOAuth({ repos: deps.repos, box: deps.box, clock: deps.clock, logger: deps.logger, baseUrl: deps.baseUrl, notify: (t, b, l) => notifier.notify(t, b, l) });
+  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock, commandHooks, upstreamOAuth);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {
     const key = await keys.appInfo(clientId);
@@ -65,7 +69,7 @@ export async function createServices(deps: AppDeps, activity: ActivityStore, com
   // A review waits for an instance's tool list at most this long; a call of a tool may wait the full timeout.
   const policies = new ToolPolicies(deps.repos, mcpTools, deps.clock, deps.logger, Math.min(5_000, deps.config.mcpTimeoutMs));
   const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000, deps.repos.heldCalls, (view) => policies.remember(view));
-  notifyThePerson(deps, held, appInfo);
+  notifyThePerson(deps, held, appInfo, notifier);
   const providers = new ProvidersService(deps.repos, deps.box, deps.clock, deps.logger);
   const catalog = new ModelCatalog(deps.repos, deps.clock);
   const downloads = new ModelDownloads(deps.config.dataDir, deps.repos, deps.clock, deps.logger, {
@@ -73,12 +77,11 @@ export async function createServices(deps: AppDeps, activity: ActivityStore, com
     allowNetworks: deps.config.downloadAllowNetworks,
     replica: deps.config.database ? replicaOf(os.hostname(), deps.config.dataDir) : undefined,
   });
-  return { users, login, loginLinks, instances, clients, appInfo, activity, requests, keys, mcpTools, policies, held, providers, catalog, downloads };
+  return { users, login, loginLinks, instances, upstreamOAuth, clients, appInfo, activity, requests, keys, mcpTools, policies, held, providers, catalog, downloads };
 }
 
 /** A desktop notice for each held tool call and each new access request, pointing at its page. */
-function notifyThePerson(deps: AppDeps, held: HeldCalls, appInfo: AppInfoLookup): void {
-  const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
+function notifyThePerson(deps: AppDeps, held: HeldCalls, appInfo: AppInfoLookup, notifier: DesktopNotifier): void {
   held.onHeld((c) => notifier.notify(`svc: ${c.app_name ?? c.app_client_id} wants to run ${c.tool}`, `On ${c.instance_name}. Approve or deny it at`, `${deps.baseUrl()}/ui/calls`));
   // A new draft (created and not changed since) is news for the person too. Not on a team server:
   // every replica hears every draft (so each would announce it), and following the changes costs

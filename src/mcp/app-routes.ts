@@ -12,6 +12,8 @@ import { toolNameFault } from './policies.js';
 import { toolHintsSchema } from './policy-schemas.js';
 import { instanceParams } from './schemas.js';
 import { type CachedTool, type McpToolsService, toolNotAllowed } from './tools.js';
+import { signInRequired } from './upstream-oauth/tokens.js';
+import { readRaw } from '../upstream/body.js';
 
 export const appMcpInstance = z
   .object({
@@ -22,6 +24,30 @@ export const appMcpInstance = z
     tools: z.array(z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown(), annotations: toolHintsSchema.optional() })).optional(),
   })
   .meta({ id: 'AppMcpInstance' });
+
+/** The JSON-RPC error code of a call whose instance needs its owner to sign in (in the server-error range). */
+export const SIGN_IN_REQUIRED_RPC = -32003;
+
+/**
+ * A proxied call whose instance needs a sign-in is answered in the protocol's shape, for the
+ * request's id, so an MCP host shows the message rather than waiting: a JSON-RPC error whose data
+ * carries svc's code. A GET or DELETE (no message to answer) gets the contract's 502.
+ */
+async function signInNeeded(ctx: AppContext, err: AppError): Promise<void> {
+  if (ctx.state.activity) ctx.state.activity.failed = true;
+  if (ctx.method !== 'POST') throw err;
+  let id: unknown = null;
+  try {
+    const parsed = JSON.parse((await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT)).toString('utf8')) as { id?: unknown } | { id?: unknown }[];
+    const first = Array.isArray(parsed) ? parsed[0] : parsed;
+    if (typeof first?.id === 'string' || typeof first?.id === 'number') id = first.id;
+  } catch {
+    /* no id to answer: null */
+  }
+  ctx.status = 200;
+  ctx.type = 'application/json';
+  ctx.body = { jsonrpc: '2.0', id, error: { code: SIGN_IN_REQUIRED_RPC, message: err.message, data: { code: err.code } } };
+}
 
 /** The instances a Bearer call's grant names that still exist; never another user's. */
 export async function grantedInstances(ctx: AppContext, instances: McpInstancesService): Promise<McpInstanceRecord[]> {
@@ -83,7 +109,21 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     if (!(await originAllowed(ctx))) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
     const instance = await grantedInstance(ctx, instances, id);
     if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
-    await proxyMcp(ctx, instance, instances.openHeaders(instance), timeoutMs, streams, gateOf(ctx, instance));
+    let headers: Record<string, string>;
+    try {
+      headers = await instances.openHeaders(instance);
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'mcp_sign_in_required') return signInNeeded(ctx, err);
+      throw err;
+    }
+    try {
+      await proxyMcp(ctx, instance, headers, timeoutMs, streams, gateOf(ctx, instance));
+    } catch (err) {
+      // the server refused the sign-in's token: refreshed for the next call, or the instance needs a sign-in
+      if (!(instance.oauth && instances.oauth && err instanceof AppError && err.code === 'upstream_rejected')) throw err;
+      if (!(await instances.oauth.refused(instance, headers.Authorization))) throw signInRequired(instance.name);
+      throw err;
+    }
   };
   const proxyDoc = {
     tags: ['apps'],

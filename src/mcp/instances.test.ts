@@ -16,7 +16,7 @@ describe('McpInstancesService on the in-memory repositories', () => {
     const instances = new McpInstancesService(repos, new SecretBox(randomBytes(32)), () => Date.parse(at));
     const made = await instances.create(owner, { name: 'files', url: 'http://127.0.0.1:9/mcp', headers: [{ name: 'Authorization', value: 'Bearer upstream-secret' }] } as never);
     expect(JSON.stringify(await repos.mcpInstances.get(made.id))).not.toContain('upstream-secret');
-    expect(instances.openHeaders(made)).toEqual({ Authorization: 'Bearer upstream-secret' });
+    expect(await instances.openHeaders(made)).toEqual({ Authorization: 'Bearer upstream-secret' });
     await expect(instances.getOwned(other, made.id)).rejects.toMatchObject({ code: 'not_found' });
     await expect(instances.update(other, made.id, { enabled: false } as never)).rejects.toMatchObject({ code: 'not_found' });
     expect((await instances.update(owner, made.id, { enabled: false } as never)).enabled).toBe(false);

@@ -8,6 +8,7 @@ import type { McpCommandRecord, McpInstanceRecord, UserRecord } from '../store/s
 import type { Repositories } from '../store/repositories.js';
 import { mcpProxyPath } from '../oauth/resources.js';
 import type { commandEnv, commandProcesses, commandSpecBody, createInstanceBody, instanceHeaders, mcpInstance, updateInstanceBody } from './schemas.js';
+import type { UpstreamOAuth } from './upstream-oauth/service.js';
 
 export const HEADER_KIND = SEAL_KINDS.mcpHeader;
 export const ENV_KIND = SEAL_KINDS.mcpEnv;
@@ -53,8 +54,11 @@ export function defaultCommandUrl(name: string): string {
   return `stdio://${slug || 'server'}`;
 }
 
-/** The owner's view of an instance, with the proxy URL an MCP host connects to (`base` is svc's). */
-export const toPublicInstance = (m: McpInstanceRecord, base: string, processes?: CommandProcesses): z.infer<typeof mcpInstance> => ({
+/**
+ * The owner's view of an instance, with the proxy URL an MCP host connects to (`base` is svc's),
+ * its sign-in's state (never a token) and, for a command instance, its processes.
+ */
+export const toPublicInstance = (m: McpInstanceRecord, base: string, oauth?: UpstreamOAuth, processes?: CommandProcesses): z.infer<typeof mcpInstance> => ({
   id: m.id,
   name: m.name,
   url: m.url,
@@ -62,6 +66,7 @@ export const toPublicInstance = (m: McpInstanceRecord, base: string, processes?:
   enabled: m.enabled,
   allow_tools: m.allow_tools,
   header_names: m.headers.map((h) => h.name),
+  auth: oauth?.view(m) ?? (m.headers.length ? { kind: 'headers' } : { kind: 'none' }),
   transport: isCommandInstance(m) ? 'command' : 'http',
   ...(isCommandInstance(m)
     ? {
@@ -86,6 +91,8 @@ export class McpInstancesService {
     private readonly box: SecretBox,
     private readonly clock: Clock,
     private readonly hooks: CommandHooks = {},
+    /** svc's sign-in to servers that use OAuth */
+    readonly oauth?: UpstreamOAuth,
   ) {}
 
   private seal(instanceId: string, headers: z.infer<typeof instanceHeaders>) {
@@ -96,9 +103,18 @@ export class McpInstancesService {
     return env.map((e) => ({ name: e.name, value: this.box.seal(ENV_KIND, mcpEnvSealId(instanceId, e.name), e.value) }));
   }
 
-  /** The instance's own headers in the clear, for the moment a request goes upstream. */
-  openHeaders(instance: McpInstanceRecord): Record<string, string> {
-    return Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
+  /**
+   * The instance's own headers in the clear, for the moment a request goes upstream, with the
+   * Authorization of its sign-in where its server uses OAuth (refreshed first when it is about to
+   * end; mcp_sign_in_required when there is none).
+   */
+  async openHeaders(instance: McpInstanceRecord): Promise<Record<string, string>> {
+    const headers = Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
+    const authorization = await this.oauth?.authorization(instance);
+    if (!authorization) return headers;
+    // the sign-in's token replaces any Authorization header of the owner's
+    for (const name of Object.keys(headers)) if (name.toLowerCase() === 'authorization') delete headers[name];
+    return { ...headers, Authorization: authorization };
   }
 
   /** A command instance's env values in the clear, for the moment its process is started; none for an HTTP instance. */
@@ -149,7 +165,8 @@ export class McpInstancesService {
       await this.repos.mcpInstances.put(record);
       return record;
     }
-    const record: McpInstanceRecord = { ...base, url: input.url, headers: this.seal(id, input.headers ?? []) };
+    const oauth = this.oauth && !input.headers?.some((h) => h.name.toLowerCase() === 'authorization') ? await this.oauth.forNewInstance(id, input.url, input.oauth ?? {}) : undefined;
+    const record: McpInstanceRecord = { ...base, url: input.url, headers: this.seal(id, input.headers ?? []), ...(oauth ? { oauth } : {}) };
     await this.repos.mcpInstances.put(record);
     return record;
   }
@@ -216,6 +233,8 @@ export class McpInstancesService {
   async remove(owner: UserRecord, id: string): Promise<void> {
     const current = await this.getOwned(owner, id);
     if (isCommandInstance(current) && owner.role !== 'admin') throw forbidden(ADMIN_ONLY);
+    // a removed instance's sign-in is revoked at its server first, as a sign-out's is
+    if (current.oauth && this.oauth) await this.oauth.logout(current);
     await this.repos.transaction(async (repos) => {
       if ((await repos.mcpInstances.get(id))?.owner_id !== owner.id) return;
       await repos.mcpInstances.delete(id);

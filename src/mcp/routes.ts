@@ -4,7 +4,7 @@ import { createInstanceBody, instanceList, instanceParams, instanceResponse, upd
 
 /** The owner's MCP instance registry (session). The app-facing /svc/v1/apps/mcps routes are separate. */
 export function mcpInstanceRoutes(instances: McpInstancesService, baseUrl: () => string): AnyRouteDef[] {
-  const view = (m: Parameters<typeof toPublicInstance>[0]) => toPublicInstance(m, baseUrl(), instances.processesOf(m));
+  const view = (m: Parameters<typeof toPublicInstance>[0]) => toPublicInstance(m, baseUrl(), instances.oauth, instances.processesOf(m));
   return [
     defineRoute({
       method: 'get',

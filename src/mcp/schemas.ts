@@ -54,6 +54,15 @@ const httpInstanceBody = z
     headers: instanceHeaders.optional(),
     allow_tools: allowTools.optional(),
     enabled: z.boolean().optional(),
+    oauth: z
+      .strictObject({
+        client_id: z.string().min(1).max(500).optional().describe('A client registered by hand at the server\'s authorization server (else svc registers itself, or uses its Client ID Metadata Document)'),
+        client_secret: z.string().min(1).max(2000).optional().describe('That client\'s secret, for a confidential client: stored encrypted, never shown again'),
+        scope: z.string().min(1).max(1000).regex(/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/, 'must be space-separated OAuth scopes').optional().describe('The scopes to ask for instead of those the server\'s metadata lists'),
+      })
+      .refine((o) => !o.client_secret || o.client_id, 'a client_secret goes with a client_id')
+      .optional()
+      .describe('How to sign in, for a server that answers 401 with a Bearer challenge (probed when the instance is added)'),
   })
   .meta({ id: 'CreateHttpMcpInstance', description: 'An MCP server reached over Streamable HTTP at url' });
 
@@ -112,6 +121,23 @@ export const commandProcesses = z
 
 export const instanceParams = z.object({ id: z.string().max(100) });
 
+export const instanceAuth = z
+  .union([
+    z.object({ kind: z.enum(['none', 'headers']) }),
+    z.object({
+      kind: z.literal('oauth'),
+      status: z.enum(['connected', 'needs_sign_in']).describe('needs_sign_in: apps\' calls fail with mcp_sign_in_required until the owner signs in'),
+      reason: z.enum(['not_signed_in', 'refresh_refused', 'token_refused', 'signed_out']).optional(),
+      issuer: z.string().optional(),
+      client: z.enum(['pre_registered', 'metadata_document', 'dynamic']).optional(),
+      scope: z.string().optional(),
+      connected_at: z.string().optional(),
+      sign_in_url: z.string().describe('The page that starts a sign-in in the browser'),
+    }),
+  ])
+  .describe("How svc authenticates to the server: nothing, the owner's headers, or a sign-in it holds (its tokens never leave svc)")
+  .meta({ id: 'McpInstanceAuth' });
+
 export const mcpInstance = z
   .object({
     id: z.string(),
@@ -132,6 +158,7 @@ export const mcpInstance = z
       .optional()
       .describe('A command instance: what svc runs'),
     processes: commandProcesses.optional().describe("A command instance: its processes on the replica that answered, when svc runs them"),
+    auth: instanceAuth,
     created_at: z.string(),
     updated_at: z.string(),
   })

@@ -6,7 +6,9 @@ import type { CachedTool, ToolCache, ToolHints } from '../store/records.js';
 import type { Repositories } from '../store/repositories.js';
 import { credentialSecrets, scrubJsonTextOfAll } from '../upstream/scrub.js';
 import type { McpInstancesService } from './instances.js';
-import { type McpTarget, withMcpClient } from './upstream-client.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { type McpTarget, originBoundFetch, withMcpClient } from './upstream-client.js';
+import { signInRequired } from './upstream-oauth/tokens.js';
 
 export type { CachedTool } from '../store/records.js';
 
@@ -35,8 +37,33 @@ export class McpToolsService {
     private readonly timeoutMs: number,
   ) {}
 
-  target(instance: McpInstanceRecord, timeoutMs = this.timeoutMs): McpTarget {
-    return { url: instance.url, headers: this.instances.openHeaders(instance), timeoutMs };
+  async target(instance: McpInstanceRecord, timeoutMs = this.timeoutMs): Promise<McpTarget> {
+    return { url: instance.url, headers: await this.instances.openHeaders(instance), timeoutMs };
+  }
+
+  /**
+   * `fn` on a client of the instance's server. Where svc holds a sign-in for it, a `401` (the
+   * server refused the token before it ran anything) is met with a refresh and one more try; when
+   * no new token can be had, the instance needs a sign-in and the call says so.
+   */
+  private async withInstance<T>(instance: McpInstanceRecord, timeoutMs: number | undefined, fn: (client: Client, timeout: number) => Promise<T>): Promise<{ result: T; target: McpTarget }> {
+    const oauth = this.instances.oauth;
+    for (let attempt = 0; ; attempt++) {
+      const target = await this.target(instance, timeoutMs);
+      const statuses: number[] = [];
+      if (instance.oauth) target.fetch = originBoundFetch(instance.url, statuses);
+      try {
+        return { result: await withMcpClient(target, fn), target };
+      } catch (err) {
+        if (!instance.oauth || !oauth || !statuses.includes(401)) throw err;
+        if (attempt > 0) {
+          await oauth.needsSignIn(instance, 'token_refused');
+          throw signInRequired(instance.name);
+        }
+        if (!(await oauth.refused(instance, target.headers.Authorization))) throw signInRequired(instance.name);
+        instance = (await this.repos.mcpInstances.get(instance.id)) ?? instance;
+      }
+    }
   }
 
   private requireEnabled(instance: McpInstanceRecord): void {
@@ -52,7 +79,7 @@ export class McpToolsService {
   /** Fetches and caches the instance's whole tool list (annotations included); answers the allowed tools. */
   async refresh(instance: McpInstanceRecord, timeoutMs?: number): Promise<CachedTool[]> {
     this.requireEnabled(instance);
-    const tools = await withMcpClient(this.target(instance, timeoutMs), async (client, timeout) => {
+    const { result: tools } = await this.withInstance(instance, timeoutMs, async (client, timeout) => {
       const all: Tool[] = [];
       let cursor: string | undefined;
       do {
@@ -76,8 +103,7 @@ export class McpToolsService {
   async execute(instance: McpInstanceRecord, name: string, params: Record<string, unknown>): Promise<CallToolResult> {
     this.requireEnabled(instance);
     if (!toolAllowed(instance, name)) throw toolNotAllowed(name);
-    const target = this.target(instance);
-    const result = await withMcpClient(target, async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult);
+    const { result, target } = await this.withInstance(instance, undefined, async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult);
     // A tool may quote the instance's credentials back (an "echo the request" tool, a verbose error).
     const text = JSON.stringify(result);
     const clean = scrubJsonTextOfAll(text, credentialSecrets(Object.values(target.headers)));

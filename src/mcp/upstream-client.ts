@@ -11,6 +11,25 @@ export interface McpTarget {
   url: string;
   headers: Record<string, string>;
   timeoutMs?: number;
+  /** the fetch the transports use (one that follows no redirect, and counts what it was answered) */
+  fetch?: typeof fetch;
+}
+
+/**
+ * A fetch toward one server's origin only: the Authorization header goes to no other origin, no
+ * redirect is followed (a server that redirects gets its own 3xx back, and the token goes nowhere
+ * else), and each status is recorded in `statuses`, so a refused token is known as such.
+ */
+export function originBoundFetch(serverUrl: string, statuses: number[]): typeof fetch {
+  const origin = new URL(serverUrl).origin;
+  return async (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    const headers = new Headers(init?.headers);
+    if (url.origin !== origin) headers.delete('authorization');
+    const res = await fetch(url, { ...init, headers, redirect: 'manual' });
+    statuses.push(res.status);
+    return res;
+  };
 }
 
 /** Maps what an MCP call can throw to the contract's errors, naming no URL or credential. */
@@ -42,7 +61,8 @@ export async function withMcpClient<T>(target: McpTarget, fn: (client: Client, t
   const url = new URL(target.url);
   const requestInit = { headers: target.headers };
   let client = new Client({ name: 'svc', version: VERSION });
-  let streamable: InstanceType<typeof StreamableHTTPClientTransport> | null = new StreamableHTTPClientTransport(url, { requestInit });
+  const own = target.fetch ? { fetch: target.fetch } : {};
+  let streamable: InstanceType<typeof StreamableHTTPClientTransport> | null = new StreamableHTTPClientTransport(url, { requestInit, ...own });
   try {
     await client.connect(streamable, { timeout: timeoutMs });
   } catch (first) {
@@ -52,10 +72,12 @@ export async function withMcpClient<T>(target: McpTarget, fn: (client: Client, t
     client = new Client({ name: 'svc', version: VERSION });
     try {
       const headers = target.headers;
+      const sseFetch = target.fetch ?? fetch;
       await client.connect(
         new SSEClientTransport(url, {
           requestInit,
-          eventSourceInit: { fetch: (u, init) => fetch(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }) },
+          ...own,
+          eventSourceInit: { fetch: (u, init) => sseFetch(u, { ...init, headers: { ...(init?.headers as Record<string, string>), ...headers } }) },
         }),
         { timeout: timeoutMs },
       );

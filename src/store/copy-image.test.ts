@@ -22,6 +22,15 @@ async function seeded(extra?: (repos: RepositorySet) => Promise<void>) {
     await r.signingKeys.set(oldBox.seal(K.signingKeys, 'jwks', '[{"kid":"k"}]'));
     await r.providers.put({ name: 'up', base_url: 'http://127.0.0.1:1/v1', api_key: oldBox.seal(K.providerApiKey, 'up', 'sk-1'), models: [], discovered_models: [], discovered_at: null, discovery_error: null, timeout_ms: 1000, created_at: at });
     await r.mcpInstances.put({ id: 'm1', owner_id: 'u1', name: 'tools', url: 'http://127.0.0.1:2/mcp', enabled: true, headers: [{ name: 'X-Key', value: oldBox.seal(K.mcpHeader, mcpHeaderSealId('m1', 'X-Key'), 'h-1') }], allow_tools: null, created_at: at, updated_at: at });
+    await r.mcpInstances.put({
+      id: 'm2', owner_id: 'u1', name: 'hosted', url: 'http://127.0.0.1:4/mcp', enabled: true, headers: [], allow_tools: null, created_at: at, updated_at: at,
+      oauth: {
+        status: 'connected', generation: 1,
+        client: { kind: 'pre_registered', client_id: 'pre', client_secret: oldBox.seal(K.mcpOAuthClientSecret, 'm2', 'pre-secret') },
+        tokens: oldBox.seal(K.mcpOAuthTokens, 'm2', '{"access_token":"at-1"}'),
+        pending: [{ state_hash: 'sh', session_hash: 'ss', verifier: oldBox.seal(K.mcpOAuthVerifier, 'm2:sh', 'v-1'), issuer: 'http://127.0.0.1:5', authorization_response_iss: true, token_endpoint: 'http://127.0.0.1:5/token', redirect_uri: 'http://127.0.0.1:6/cb', resource: 'http://127.0.0.1:4/mcp', expires_at: 1 }],
+      },
+    });
     await r.mcpTools.set('m1', { tools: [{ name: 'echo', input_schema: {} }], refreshed_at: at });
     await r.oauthClients.put({ client_id: 'c1', name: 'App', description: null, redirect_uris: [], public: false, client_secret: oldBox.seal(K.oauthClientSecret, 'c1', 'cs-1'), created_at: at });
     await r.oauthState.put({ model: 'RefreshToken', id: 'h1', payload: oldBox.seal(K.oauthState, 'h1', '{"grantId":"g"}'), grant_id: 'g', expires_at: null });
@@ -44,12 +53,16 @@ describe('the copy image', () => {
     expect(newBox.open(K.signingKeys, 'jwks', (await target.signingKeys.get())!)).toBe('[{"kid":"k"}]');
     expect(newBox.open(K.providerApiKey, 'up', (await target.providers.get('up'))!.api_key!)).toBe('sk-1');
     expect(newBox.open(K.mcpHeader, 'm1:x-key', (await target.mcpInstances.get('m1'))!.headers[0].value)).toBe('h-1');
+    const hosted = (await target.mcpInstances.get('m2'))!.oauth!;
+    expect(newBox.open(K.mcpOAuthTokens, 'm2', hosted.tokens!)).toBe('{"access_token":"at-1"}');
+    expect(newBox.open(K.mcpOAuthClientSecret, 'm2', hosted.client!.client_secret!)).toBe('pre-secret');
+    expect(newBox.open(K.mcpOAuthVerifier, 'm2:sh', hosted.pending![0].verifier)).toBe('v-1');
     expect(newBox.open(K.oauthClientSecret, 'c1', (await target.oauthClients.get('c1'))!.client_secret!)).toBe('cs-1');
     expect(newBox.open(K.oauthState, 'h1', (await target.oauthState.get('RefreshToken:h1'))!.payload)).toBe('{"grantId":"g"}');
     expect((await target.oauthState.get('EndedGrant:h2'))!.payload).toBe('');
     expect((await target.mcpTools.get('m1'))!.tools[0].name).toBe('echo');
     expect((await target.modelPulls.get('p1'))!.replica).toBe('this-machine');
-    expect(imageCounts(image)).toMatchObject({ providers: 1, mcpInstances: 1, mcpTools: 1, oauthState: 2, users: 0 });
+    expect(imageCounts(image)).toMatchObject({ providers: 1, mcpInstances: 2, mcpTools: 1, oauthState: 2, users: 0 });
     // nothing the old key sealed is left anywhere
     expect(() => oldBox.open(K.providerApiKey, 'up', (image.providers[0].api_key)!)).toThrow();
   });

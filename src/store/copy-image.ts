@@ -1,7 +1,7 @@
 import { isSealed } from './crypto.js';
 import type { ToolCache } from './records.js';
 import type { RecordRepository, Repositories, RepositorySet } from './repositories.js';
-import type { DbMeta } from './schema.js';
+import type { DbMeta, McpOAuthRecord } from './schema.js';
 import { mcpEnvSealId, mcpHeaderSealId, SEAL_KINDS } from './seal-kinds.js';
 
 /**
@@ -102,6 +102,17 @@ function resealer(from: Sealer, to: Sealer) {
  * unopenable); downloads that name no replica get `replica`, this machine's, whose data dir holds
  * their files.
  */
+/** An instance's sign-in with its tokens, client secret and PKCE verifiers sealed again. */
+function resealOAuth(id: string, o: McpOAuthRecord, again: (kind: string, sealId: string, value: string, what: string) => string): McpOAuthRecord {
+  const K = SEAL_KINDS;
+  return {
+    ...o,
+    ...(o.tokens ? { tokens: again(K.mcpOAuthTokens, id, o.tokens, `The sign-in of MCP instance ${id}`) } : {}),
+    ...(o.client ? { client: { ...o.client, ...(o.client.client_secret ? { client_secret: again(K.mcpOAuthClientSecret, id, o.client.client_secret, `The OAuth client secret of MCP instance ${id}`) } : {}) } } : {}),
+    ...(o.pending ? { pending: o.pending.map((p) => ({ ...p, verifier: again(K.mcpOAuthVerifier, `${id}:${p.state_hash}`, p.verifier, `A sign-in under way of MCP instance ${id}`) })) } : {}),
+  };
+}
+
 export function resealImage(image: StoreImage, from: Sealer, to: Sealer, opts: { replica?: string } = {}): StoreImage {
   const { again, made } = resealer(from, to);
   const K = SEAL_KINDS;
@@ -126,6 +137,7 @@ export function resealImage(image: StoreImage, from: Sealer, to: Sealer, opts: {
             },
           }
         : {}),
+      ...(m.oauth ? { oauth: resealOAuth(m.id, m.oauth, again) } : {}),
     })),
     oauthClients: image.oauthClients.map((c) =>
       c.client_secret ? { ...c, client_secret: again(K.oauthClientSecret, c.client_id, c.client_secret, `The secret of OAuth client ${c.client_id}`) } : c,

@@ -237,4 +237,11 @@ export interface Repositories extends RepositorySet {
    * and PostgreSQL would run it as a separate transaction, outside `fn`'s atomic change.
    */
   transaction<R>(fn: (repos: RepositorySet) => Promise<R>): Promise<R>;
+  /**
+   * Runs `fn` while holding a lock named `name` that every process on the same data holds to (a
+   * team server's replicas: a PostgreSQL advisory lock); `fn` may await the network, and reads
+   * what others committed before it got the lock. Absent, this process is the only one, and the
+   * caller's own single-flight is enough.
+   */
+  exclusive?<R>(name: string, fn: () => Promise<R>): Promise<R>;
 }

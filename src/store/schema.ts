@@ -62,8 +62,52 @@ export interface McpInstanceRecord {
   /** present: a command server svc runs; absent: an HTTP server at `url` */
   command?: McpCommandRecord;
   allow_tools: string[] | null;
+  /** set when the server signs people in with OAuth (mcp/upstream-oauth) */
+  oauth?: McpOAuthRecord;
   created_at: string;
   updated_at: string;
+}
+
+/** How svc signs in to an instance's OAuth-protected server, and the sign-in it holds. */
+export interface McpOAuthRecord {
+  status: 'connected' | 'needs_sign_in';
+  /** why a sign-in is needed: never signed in, the refresh was refused, the server refused the token, signed out */
+  reason?: 'not_signed_in' | 'refresh_refused' | 'token_refused' | 'signed_out';
+  /** the protected-resource metadata URL the server's 401 named */
+  resource_metadata_url?: string;
+  /** scopes asked for instead of the metadata's (`--oauth-scope`) */
+  scope?: string;
+  /** the client svc signs in as: given by the owner, or registered by svc (kept and reused) */
+  client?: { kind: 'pre_registered' | 'metadata_document' | 'dynamic'; client_id: string; issuer?: string; client_secret?: string };
+  /** the authorization server of the sign-in, and its endpoints (no secrets) */
+  issuer?: string;
+  token_endpoint?: string;
+  revocation_endpoint?: string;
+  /** the access and refresh tokens, sealed as one JSON value (kind mcp_oauth_tokens, id = the instance's) */
+  tokens?: string;
+  /** when the access token ends (ms since the epoch), if the server said */
+  expires_at?: number;
+  /** counts the token sets: a refresh that finds another number knows another one refreshed first */
+  generation: number;
+  connected_at?: string;
+  /** authorizations started and not yet come back (each used once) */
+  pending?: McpOAuthPending[];
+}
+
+export interface McpOAuthPending {
+  /** sha256 of the state's secret part */
+  state_hash: string;
+  /** the session that started it: only that browser may finish it */
+  session_hash: string;
+  /** the PKCE verifier, sealed (kind mcp_oauth_verifier, id = "<instance id>:<state_hash>") */
+  verifier: string;
+  issuer: string;
+  authorization_response_iss: boolean;
+  token_endpoint: string;
+  revocation_endpoint?: string;
+  redirect_uri: string;
+  resource: string;
+  expires_at: number;
 }
 
 export interface ApprovedMcpServer {

@@ -12,6 +12,12 @@ export const SEAL_KINDS = {
   mcpHeader: 'mcp_header',
   /** a command MCP instance's environment value, id = mcpEnvSealId */
   mcpEnv: 'mcp_env',
+  /** an MCP instance's upstream OAuth tokens (one JSON value), id = the instance's */
+  mcpOAuthTokens: 'mcp_oauth_tokens',
+  /** the client secret svc signs in to an MCP instance's server with, id = the instance's */
+  mcpOAuthClientSecret: 'mcp_oauth_client_secret',
+  /** the PKCE verifier of an authorization under way, id = "<instance id>:<state hash>" */
+  mcpOAuthVerifier: 'mcp_oauth_verifier',
   /** a registered OAuth client's secret, id = its client_id */
   oauthClientSecret: 'oauth_client_secret',
   /** the payload of a stored OAuth artifact (grant, refresh token...), id = its hashed id */

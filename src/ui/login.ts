@@ -208,7 +208,8 @@ export function mountLoginUi(router: Router<AppState>, deps: AppDeps, login: Log
     await startSession(ctx, user);
     deps.logger.info({ user: user.id }, 'login (one-time link)');
     ctx.status = 303;
-    ctx.redirect(DEFAULT_NEXT);
+    // a page of svc's own the CLI asked for (svc mcp login: the instance's sign-in), else home
+    ctx.redirect(safeNext(ctx.query.next, deps.baseUrl()));
     ctx.status = 303;
   });
 

@@ -292,7 +292,7 @@ ${server.instances.length === 0
   ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>${addHint(server.url)}</code> and reload.</p>`
   : html`<div class="choices">${server.instances.map(
       (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
-    )}</div>${server.instances.map((m) => toolsBlock(m, opts.form ? picksOf(opts.form, m.id).picks : undefined))}`}
+    )}</div>${server.instances.filter((m) => m.needs_sign_in).map((m) => html`<p class="hint needs-sign-in">${m.name} needs you to sign in to its server before the app's calls work: <a class="sign-in" target="_blank" rel="noopener" href="/ui/mcps/${encodeURIComponent(m.id)}/sign-in">Sign in</a> (in a new tab; this request waits).</p>`)}${server.instances.map((m) => toolsBlock(m, opts.form ? picksOf(opts.form, m.id).picks : undefined))}`}
 </div>`;
 })}`}
 </fieldset>

@@ -6,6 +6,9 @@ import { DaemonClient, usage } from '../client.js';
 import { type Output, printFields, printJson, printRows, when } from '../output.js';
 import type { z } from 'zod';
 import type { mcpInstance } from '../../mcp/schemas.js';
+import { secretFromStdin } from '../prompt.js';
+import { CliError } from '../errors.js';
+import { browserCommand, launch } from './open.js';
 
 /** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
 type Instance = z.infer<typeof mcpInstance>;
@@ -59,10 +62,13 @@ interface AddOptions {
   disabled?: boolean;
   try: boolean;
   json?: boolean;
+  oauthClientId?: string;
+  oauthClientSecretStdin?: boolean;
+  oauthScope?: string;
 }
 
 /** The body `svc mcp add` sends: the command form when a command line follows `--`, the HTTP form otherwise. */
-export function addBody(opts: AddOptions, commandWords: string[], env: Record<string, string | undefined>, cwd: string): Record<string, unknown> {
+export function addBody(opts: AddOptions, commandWords: string[], env: Record<string, string | undefined>, cwd: string, oauthSecret?: string): Record<string, unknown> {
   const common = {
     name: opts.name,
     ...(opts.allowTools !== undefined ? { allow_tools: toolList(opts.allowTools) } : {}),
@@ -71,9 +77,11 @@ export function addBody(opts: AddOptions, commandWords: string[], env: Record<st
   if (commandWords.length === 0) {
     if (!opts.url) throw usage('svc mcp add needs --url URL (an HTTP server), or -- COMMAND [ARG]... (a command server svc runs).');
     if (opts.env.length > 0 || opts.cwd !== undefined) throw usage('--env and --cwd are for a command server: give its command line after --.');
-    return { ...common, url: opts.url, headers: opts.header.map(parseHeader) };
+    const oauth = { ...(opts.oauthClientId ? { client_id: opts.oauthClientId } : {}), ...(oauthSecret ? { client_secret: oauthSecret } : {}), ...(opts.oauthScope ? { scope: opts.oauthScope } : {}) };
+    return { ...common, url: opts.url, headers: opts.header.map(parseHeader), ...(Object.keys(oauth).length ? { oauth } : {}) };
   }
   if (opts.header.length > 0) throw usage('--header is for an HTTP server; a command server takes --env KEY=VALUE.');
+  if (opts.oauthClientId || opts.oauthScope) throw usage('--oauth-client-id and --oauth-scope are for an HTTP server that signs in with OAuth, not a command server.');
   const [program, ...args] = commandWords;
   const command = {
     command: program,
@@ -101,6 +109,9 @@ Examples:
   $ svc mcp disable 9b1e...
   $ svc mcp enable 9b1e...
   $ svc mcp allow-tools 9b1e... search,fetch
+  $ svc mcp add --name linear --url https://mcp.linear.app/mcp    # signs in with OAuth: then
+  $ svc mcp login 9b1e...
+  $ svc mcp logout 9b1e...
   $ svc mcp remove 9b1e...
 `,
     );
@@ -124,9 +135,15 @@ Examples:
     .option('--allow-tools <a,b>', 'only these tools are visible and callable')
     .option('--disabled', 'add it disabled')
     .option('--no-try', "don't start a command server once to check it before adding it")
+    .option('--oauth-client-id <id>', 'for a server that signs in with OAuth: a client you registered at its authorization server')
+    .option('--oauth-client-secret-stdin', "read that client's secret from standard input (stored encrypted, never shown)")
+    .option('--oauth-scope <scopes>', 'the scopes to ask for at sign-in ("a b"), instead of those the server lists')
     .option('--json', 'machine-readable output')
     .action(async (commandWords: string[], opts: AddOptions, cmd: Command) => {
-      const body = addBody(opts, commandWords, o.env ?? process.env, process.cwd());
+      if (opts.oauthClientSecretStdin && !opts.oauthClientId) throw usage('--oauth-client-secret-stdin goes with --oauth-client-id.');
+      const secret = opts.oauthClientSecretStdin ? await secretFromStdin(o.stdin) : undefined;
+      if (opts.oauthClientSecretStdin && !secret) throw usage('--oauth-client-secret-stdin read an empty secret.');
+      const body = addBody(opts, commandWords, o.env ?? process.env, process.cwd(), secret);
       const { body: res } = await (await connect(cmd)).request<{ instance: Instance }>('POST', '/svc/v1/mcps', body);
       if (opts.json) return printJson(o, res.instance);
       const m = res.instance;
@@ -137,6 +154,7 @@ Examples:
         return;
       }
       o.err(`Added ${m.name} (${m.url}).\nMCP hosts connect to ${m.proxy_url} (they sign in through svc).\n`);
+      if (m.auth.kind === 'oauth') o.err(`The server signs in with OAuth: it needs you to sign in before apps can use it. Run: svc mcp login ${m.id}\n`);
     });
 
   mcp
@@ -159,6 +177,7 @@ Examples:
         // a command server's variables by name only: the values never leave svc
         { header: 'env', value: (m) => (m.command ? m.command.env_names.join(',') : '') },
         { header: 'processes', value: (m) => processesText(m.processes) },
+        { header: 'auth', value: (m) => (m.auth.kind === 'oauth' ? (m.auth.status === 'connected' ? 'signed in' : 'needs sign-in') : m.auth.kind) },
       ]);
     });
 
@@ -171,6 +190,43 @@ Examples:
       const { body } = await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`);
       if (opts.json) return printJson(o, body.instance);
       printInstance(o, body.instance);
+    });
+
+  mcp
+    .command('login <id>')
+    .description('Sign in to an instance whose server uses OAuth: opens the sign-in in your browser, waits until it is connected')
+    .option('--print', 'print the link instead of opening it')
+    .action(async (typed: string, opts: { print?: boolean }, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      const before = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body.instance;
+      if (before.auth.kind !== 'oauth') throw new CliError(`${before.name} does not sign in with OAuth (its server asked for no sign-in when it was added).`);
+      // a one-time link that signs this browser in to svc as you, then starts the upstream sign-in from there
+      const { body: link } = await client.request<{ url: string }>('POST', '/svc/v1/auth/login-links');
+      const url = new URL(link.url);
+      url.searchParams.set('next', `/ui/mcps/${enc(id)}/sign-in`);
+      if (opts.print) o.out(`${url.href}\n`);
+      else {
+        const [file, args] = browserCommand(url.href, o.platform ?? process.platform, o.env ?? process.env);
+        await (o.run ?? launch)(file, args).catch(() => o.out(`${url.href}\n`));
+      }
+      o.err(`Sign in to ${before.name} in the browser (the link works once, for 60 s); waiting…\n`);
+      const deadline = Date.now() + 10 * 60_000;
+      for (;;) {
+        const now = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body.instance;
+        if (now.auth.kind === 'oauth' && now.auth.status === 'connected' && (before.auth.kind !== 'oauth' || now.auth.connected_at !== before.auth.connected_at)) break;
+        if (Date.now() > deadline) throw new CliError(`${before.name} is still not signed in after 10 minutes; run svc mcp login again.`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      o.err(`Connected: ${before.name} is signed in. Apps you grant it use the sign-in without seeing it.\n`);
+    });
+
+  mcp
+    .command('logout <id>')
+    .description("Forget an instance's sign-in (revoked at its server where it takes revocations)")
+    .action(async (typed: string, _opts, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      const { body } = await client.request<{ revoked: boolean }>('POST', `/svc/v1/mcps/${enc(id)}/oauth/logout`);
+      o.err(`Signed out of ${id}${body.revoked ? ' (revoked at the server)' : ''}.\n`);
     });
 
   for (const [verb, enabled] of [

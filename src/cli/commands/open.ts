@@ -5,7 +5,7 @@ import { CliError } from '../errors.js';
 import type { Output, ProcessRunner } from '../output.js';
 
 /** Starts a program and leaves it running (a browser outlives the command); rejects if it is not there. */
-const launch: ProcessRunner = (file, args) =>
+export const launch: ProcessRunner = (file, args) =>
   new Promise((resolve, reject) => {
     const child = spawn(file, args, { detached: true, stdio: 'ignore' });
     child.once('error', reject);

@@ -622,7 +622,40 @@ export function postgresRepositories(pool: pg.Pool, origin = newOrigin()): Postg
     grantUsage: new PgGrantUsage(shared),
     bearerRecords: new PgBearerRecords(shared),
     transaction: (fn) => shared.transaction((tx) => fn(repositorySet({ shared, tx }))),
+    exclusive: (name, fn) => exclusive(pool, name, fn),
   };
+}
+
+/**
+ * `fn` under a session advisory lock on a connection of its own, taken from the pool and held
+ * for `fn`'s time (its reads go through other connections, and see what was committed before
+ * the lock was granted).
+ */
+async function exclusive<R>(pool: pg.Pool, name: string, fn: () => Promise<R>): Promise<R> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    throw storeError(err);
+  }
+  let broken = false;
+  const lost = () => void (broken = true);
+  client.on('error', lost);
+  try {
+    await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [name]).catch((err: unknown) => {
+      broken = true;
+      throw storeError(err);
+    });
+    try {
+      return await fn();
+    } finally {
+      await client.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [name]).catch(() => (broken = true));
+    }
+  } finally {
+    client.off('error', lost);
+    // a connection whose unlock failed is thrown away: its lock goes with it
+    client.release(broken);
+  }
 }
 
 /** A name for this process in change notifications, so that it skips its own. */
