@@ -418,6 +418,22 @@ describe('/v1/messages with the Anthropic SDK', () => {
       expect(anthropicUp.seen.at(-1)!.path).toBe('/v1/messages/count_tokens');
     });
 
+    it('a provider added with --auth-header authorization gets its key as a Bearer; a <provider>/<model> id is rewritten to its own', async () => {
+      const bearerUp = await startMessagesUpstream({ apiKey: MESSAGES_KEY, bearer: true });
+      try {
+        const added = await admin.post('/svc/v1/providers', { name: 'anthb', base_url: bearerUp.url, api_key: MESSAGES_KEY, api: 'messages', auth_header: 'authorization' });
+        expect(added.body.provider).toMatchObject({ auth_header: 'authorization', discovered_models: ['claude-up'] });
+        const message = await client.messages.create({ model: 'anthb/claude-up', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
+        expect(message).toMatchObject({ id: 'msg_up', model: 'claude-up' });
+        const seen = bearerUp.seen.at(-1)!;
+        expect(seen.headers.authorization).toBe(`Bearer ${MESSAGES_KEY}`);
+        expect(seen.headers['x-api-key']).toBeUndefined();
+        expect(JSON.parse(seen.body).model).toBe('claude-up');
+      } finally {
+        await bearerUp.close();
+      }
+    });
+
     it('the provider\'s key is scrubbed from its error, which keeps its status and Anthropic type', async () => {
       const res = await post('/v1/messages', { model: 'leaky', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] });
       expect(res.status).toBe(400);

@@ -276,8 +276,8 @@ function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] 
         const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
         const body = parseOrThrow(countTokensRequest, json, 'body');
         refuseLookalikeKeys(body);
-        const resolved = await resolveModel(catalog, body);
         if (ctx.state.activity) ctx.state.activity.model = body.model;
+        const resolved = await resolveModel(catalog, body);
         if (speaksMessages(resolved)) return forward(ctx, passedCountTokens, raw, body, false);
         return countTokens(body);
       },
