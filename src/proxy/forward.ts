@@ -105,8 +105,9 @@ function scrubKey(providers: ProvidersService, resolved: ResolvedModel): string 
 }
 
 /**
- * The forwarder of the OpenAI-compatible endpoints (decisions: The OpenAI proxy). A stream is
- * passed on line by line as it arrives; any other answer is read whole (bounded) before the first
+ * The one forwarder of the OpenAI-compatible endpoints and of Anthropic's Messages API
+ * (decisions: The OpenAI proxy), each call in its dialect. A stream is passed on (or translated)
+ * line by line as it arrives; any other answer is read whole (bounded) before the first
  * byte goes to the app, so an upstream that stalls or breaks off gives a 504/502, never silence
  * or a truncated 200. The provider's key is scrubbed from everything relayed (see scrub.ts).
  */
