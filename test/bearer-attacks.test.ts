@@ -341,7 +341,7 @@ describe('Bearer attack matrix (embedded issuer)', () => {
         const refusal = path.startsWith('/v1/messages') ? { type: 'authentication_error' } : { type: 'authentication_error', code: 'invalid_token' };
         for (const token of [null, 'garbage', expired, otherAud]) {
           // the same credential in x-api-key (as Anthropic's SDKs send it) is refused the same way
-          for (const headers of token === null ? [{}] : [{ Authorization: `Bearer ${token}` }, { 'x-api-key': token }]) {
+          for (const headers of token === null ? [{}] : ([{ Authorization: `Bearer ${token}` }, { 'x-api-key': token }] as Record<string, string>[])) {
             // an empty object is no valid body for any of them: the token is checked first
             const res = await new Api(d.url).request(route.method.toUpperCase(), path, route.method === 'get' ? undefined : {}, headers);
             expect(res.status, `${route.method} ${path} ${res.text}`).toBe(401);
