@@ -34,7 +34,7 @@ import type { AuthorizationServer } from './oauth/provider.js';
 import { oauthClientRoutes } from './oauth/routes.js';
 import { buildOpenApi } from './openapi/document.js';
 import { providerRoutes } from './providers/routes.js';
-import { proxyRoutes, unservedEndpoint } from './proxy/routes.js';
+import { messagesErrorShape, proxyRoutes, unservedEndpoint } from './proxy/routes.js';
 import { mountAppsUi } from './ui/apps.js';
 import { mountCallsUi } from './ui/calls.js';
 import { mountGrantToolsUi } from './ui/grant-tools.js';
@@ -81,7 +81,7 @@ export async function createApp(
   const { router, dataRouter, isDataPlane } = routersByPlane(routes, { session: browser.authenticateSession, bearer });
   mountControlExtras(router, auth.authorizationServer, openApi);
   mountPages(router, deps, services, browser.sameOrigin);
-  const common = commonMiddleware(deps.logger, deps.config.bodyLimit, browser.hosts);
+  const common = commonMiddleware(deps.logger, deps.config.bodyLimit, browser.hosts, [messagesErrorShape()]);
   const dataPlane = dataPlaneApp(common, dataRouter, unservedEndpoint(isDataPlane));
   const koa = controlPlaneApp(deps, common, router, { authorizationServer: auth.authorizationServer, sessionKeys: opts.sessionKeys });
   logResponseErrors([koa, dataPlane], deps.logger);

@@ -54,6 +54,8 @@ export interface Config {
   allowJwtTyp: boolean;
   /** How long an MCP server may take to answer (tool calls, the proxy's POSTs), in ms. */
   mcpTimeoutMs: number;
+  /** How long a translated /v1/messages stream may be quiet before svc sends a `ping` event, in ms. */
+  messagesPingMs: number;
   /** Fetch Client ID Metadata Documents from loopback and private addresses too (development, tests). */
   clientMetadataAllowLoopback: boolean;
   /** Dynamic client registrations a minute per address; 0 turns the limit off. */
@@ -254,6 +256,7 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     audience: audience === undefined ? null : String(audience),
     allowJwtTyp: Boolean(flags.allowJwtTyp) || env.SVC_ALLOW_JWT_TYP === '1' || env.SVC_ALLOW_JWT_TYP === 'true',
     mcpTimeoutMs: integer(env.SVC_MCP_TIMEOUT_MS ?? 30_000, 'SVC_MCP_TIMEOUT_MS', 100, 3_600_000),
+    messagesPingMs: integer(env.SVC_MESSAGES_PING_MS ?? 10_000, 'SVC_MESSAGES_PING_MS', 10, 600_000),
     clientMetadataAllowLoopback: Boolean(flags.clientMetadataAllowLoopback) || env.SVC_CLIENT_METADATA_ALLOW_LOOPBACK === '1' || env.SVC_CLIENT_METADATA_ALLOW_LOOPBACK === 'true',
     rateLimitRegistration: integer(pick(flags.rateLimitRegistration, 'SVC_RATE_LIMIT_REGISTRATION') ?? 10, 'rate-limit-registration', 0, 1_000_000),
     dynamicClientMax: integer(pick(flags.dynamicClientMax, 'SVC_DYNAMIC_CLIENT_MAX') ?? 500, 'dynamic-client-max', 0, 1_000_000),

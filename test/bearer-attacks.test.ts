@@ -337,13 +337,17 @@ describe('Bearer attack matrix (embedded issuer)', () => {
       const otherAud = await forge({ ...goodClaims(), aud: 'https://other.example' });
       for (const route of bearerRoutes) {
         const path = route.path.replace('{id}', aliceInstance).replace(/\{[^}]+\}/g, 'x');
+        // Anthropic's Messages paths say it in Anthropic's shape, which has no code
+        const refusal = path.startsWith('/v1/messages') ? { type: 'authentication_error' } : { type: 'authentication_error', code: 'invalid_token' };
         for (const token of [null, 'garbage', expired, otherAud]) {
-          const headers: Record<string, string> = token === null ? {} : { Authorization: `Bearer ${token}` };
-          // an empty object is no valid body for any of them: the token is checked first
-          const res = await new Api(d.url).request(route.method.toUpperCase(), path, route.method === 'get' ? undefined : {}, headers);
-          expect(res.status, `${route.method} ${path} ${res.text}`).toBe(401);
-          expect(res.body.error).toMatchObject({ type: 'authentication_error', code: 'invalid_token' });
-          expect(res.headers.get('www-authenticate')).toBe(header(path, token !== null));
+          // the same credential in x-api-key (as Anthropic's SDKs send it) is refused the same way
+          for (const headers of token === null ? [{}] : ([{ Authorization: `Bearer ${token}` }, { 'x-api-key': token }] as Record<string, string>[])) {
+            // an empty object is no valid body for any of them: the token is checked first
+            const res = await new Api(d.url).request(route.method.toUpperCase(), path, route.method === 'get' ? undefined : {}, headers);
+            expect(res.status, `${route.method} ${path} ${res.text}`).toBe(401);
+            expect(res.body.error).toMatchObject(refusal);
+            expect(res.headers.get('www-authenticate')).toBe(header(path, token !== null));
+          }
         }
       }
     });

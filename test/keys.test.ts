@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { storedOnDisk, storeFilesText } from './helpers/store.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
@@ -108,6 +109,21 @@ describe('a key from `svc keys create`, used by the openai client', () => {
     expect(stored.expires_at).toBeNull();
     expect(JSON.stringify(await storedOnDisk(d.dataDir))).not.toContain(key.slice(4));
     expect(await storeFilesText(d.dataDir)).not.toContain(key.slice(4));
+  });
+
+  it("the README's Claude Code line: `svc status --url` and `svc keys create claude-code` print exactly what ANTHROPIC_BASE_URL and ANTHROPIC_AUTH_TOKEN take", async () => {
+    const status = await svc(['status', '--url']);
+    expect(status.exitCode, status.stderr).toBe(0);
+    const baseUrl = status.stdout.replace(/\n$/, '');
+    expect(baseUrl).toBe(d.url);
+    const created = await svc(['keys', 'create', 'claude-code']);
+    expect(created.exitCode, created.stderr).toBe(0);
+    const token = created.stdout.replace(/\n$/, '');
+    expect(token).toMatch(KEY_FORMAT);
+    // as Claude Code builds its client from the two variables
+    const claude = new Anthropic({ baseURL: baseUrl, authToken: token, apiKey: null, maxRetries: 0, timeout: 10_000 });
+    const message = await claude.messages.create({ model: 'fake-model', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] });
+    expect(message.content).toEqual([{ type: 'text', text: 'echo: hi' }]);
   });
 
   it('lists models', async () => {

@@ -75,9 +75,20 @@ const describeProbe = (p: Probe) =>
   `${p.op} [${p.variant}] ${p.method} ${p.path.slice(0, 160)}${p.path.length > 160 ? '…' : ''} as ${p.cred}` +
   (p.body === undefined ? '' : ` body=${JSON.stringify(String(p.body).slice(0, 120))}${String(p.body).length > 120 ? '…' : ''}`);
 
+const ANTHROPIC_TYPES = ['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error', 'request_too_large', 'rate_limit_error', 'api_error', 'overloaded_error'];
+
+/** What is wrong with a 4xx body of Anthropic's Messages paths, in Anthropic's shape; undefined when nothing. */
+function anthropicShapeProblem(body: Json): string | undefined {
+  if (Object.keys(body).join() !== 'type,error' || body.type !== 'error') return `top-level keys ${Object.keys(body).join(',')}`;
+  const e = body.error;
+  if (e === null || typeof e !== 'object' || Object.keys(e).join() !== 'type,message' || typeof e.message !== 'string') return 'error is not {type, message}';
+  return ANTHROPIC_TYPES.includes(e.type) ? undefined : `type ${e.type} is not Anthropic's`;
+}
+
 /** What is wrong with a 4xx body, measured against the catalogue (src/errors.ts); undefined when nothing. */
-function shapeProblem(status: number, body: Json): string | undefined {
+function shapeProblem(status: number, body: Json, path = ''): string | undefined {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return 'not a JSON object';
+  if (/^\/v1\/messages(\/|\?|$)/.test(path)) return anthropicShapeProblem(body);
   if (Object.keys(body).join() !== 'error') return `top-level keys ${Object.keys(body).join(',')}`;
   const e = body.error;
   if (e === null || typeof e !== 'object') return 'error is not an object';
@@ -125,7 +136,7 @@ async function send(p: Probe): Promise<void> {
       body = undefined;
     }
     const relayed = p.relay && body?.jsonrpc === '2.0' && typeof body?.error?.code === 'number';
-    const problem = relayed ? undefined : shapeProblem(res.status, body);
+    const problem = relayed ? undefined : shapeProblem(res.status, body, p.path);
     if (problem) findings.push(`${what} -> ${got} (error shape: ${problem})`);
   }
   const everything = `${text}\n${[...res.headers].map(([k, v]) => `${k}: ${v}`).join('\n')}`;

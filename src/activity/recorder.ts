@@ -14,6 +14,7 @@ const KINDS: [RegExp, ActivityEvent['kind']][] = [
   [/^\/v1\/completions\/?$/, 'completions'],
   [/^\/v1\/embeddings\/?$/, 'embeddings'],
   [/^\/v1\/responses(\/|$)/, 'responses'],
+  [/^\/v1\/messages(\/|$)/, 'messages'],
   [/^\/svc\/v1\/apps\/mcps(\/|$)/, 'mcp'],
 ];
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-export const activityKinds = ['models', 'chat', 'completions', 'embeddings', 'responses', 'mcp'] as const;
+export const activityKinds = ['models', 'chat', 'completions', 'embeddings', 'responses', 'messages', 'mcp'] as const;
 export const activityOutcomes = ['ok', 'error', 'refused'] as const;
 
 /** One call made with a grant's credential: names, counts, sizes and times, never content. */

@@ -123,8 +123,11 @@ export class UsageTap implements StreamTransform {
       return line;
     }
     const response = event.response as Record<string, unknown> | undefined;
-    const found = tokensOf(event.usage) ?? tokensOf(response?.usage);
-    if (found) this.tokens = found;
+    const message = event.message as Record<string, unknown> | undefined;
+    const found = tokensOf(event.usage) ?? tokensOf(response?.usage) ?? tokensOf(message?.usage);
+    // Anthropic's stream tells the input in message_start and the output in message_delta: each
+    // count found is kept beside the others, not in place of them
+    if (found) this.tokens = { ...this.tokens, ...found };
     if (!this.hide || !('usage' in event)) return line;
     if (found && Array.isArray(event.choices) && event.choices.length === 0) return null;
     delete event.usage;

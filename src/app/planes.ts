@@ -47,8 +47,9 @@ export function routersByPlane(routes: AnyRouteDef[], { session, bearer }: Authe
 }
 
 /** What every request passes first, on either plane. */
-export function commonMiddleware(logger: Logger, bodyLimit: number, hosts: Set<string>): Middleware<AppState>[] {
-  return [tagAndLogRequests(logger), errorMiddleware(logger, bodyLimit), securityHeaders, hostCheck(hosts), appCors];
+export function commonMiddleware(logger: Logger, bodyLimit: number, hosts: Set<string>, errorShapes: Middleware<AppState>[] = []): Middleware<AppState>[] {
+  // a path's own error shape is known before anything can fail
+  return [tagAndLogRequests(logger), ...errorShapes, errorMiddleware(logger, bodyLimit), securityHeaders, hostCheck(hosts), appCors];
 }
 
 /** The lean stack of the proxies; `lastStop` answers a path no route serves. */

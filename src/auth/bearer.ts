@@ -218,26 +218,45 @@ export interface ApiKeyBearer {
   attempted?(key: string): Promise<{ accessRequestId: string; clientId: string } | undefined>;
 }
 
+/** RFC 6750's b64token: what a Bearer credential (a JWT or an svc API key) is made of. */
+const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
 /**
- * Bearer authentication for app routes: the token only from the Authorization header (never the
- * query string or a cookie), then BearerVerifier.verify (an API key: `keys.verify`).
+ * The credential of a request: from `Authorization: Bearer` (the scheme name is case-insensitive,
+ * RFC 7235 §2.1), or from `x-api-key`, where Anthropic's SDKs send theirs. Never from the query
+ * string or a cookie. Both headers naming different credentials is a 401: which one was meant
+ * cannot be told, and neither is tried.
+ */
+function credentialOf(ctx: { get(name: string): string; query: Record<string, unknown>; path: string }, metadataUrl: (path: string) => string): string {
+  const header = ctx.get('Authorization');
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(header);
+  const apiKey = ctx.get('x-api-key');
+  if (apiKey) {
+    if (!B64TOKEN.test(apiKey)) throw invalidToken('The x-api-key header must be an svc API key or access token.', metadataUrl(ctx.path));
+    if (header && match?.[1] !== apiKey) throw invalidToken('The Authorization and x-api-key headers name different credentials; send one of them.', metadataUrl(ctx.path));
+    return apiKey;
+  }
+  if (!match) {
+    const inQuery = 'access_token' in ctx.query;
+    if (header) throw invalidToken('The Authorization header must be "Bearer <token>".', metadataUrl(ctx.path));
+    throw invalidToken(inQuery ? 'Send the token in the Authorization header, not the query string.' : 'A Bearer token is required.', metadataUrl(ctx.path), false);
+  }
+  return match[1];
+}
+
+/**
+ * Bearer authentication for app routes: the credential (credentialOf), then BearerVerifier.verify
+ * (an API key: `keys.verify`).
  */
 export function requireBearer(verifier: BearerVerifier, metadataUrl: (path: string) => string, keys?: ApiKeyBearer): Middleware<AppState> {
   return async function authenticateBearer(ctx, next) {
-    const header = ctx.get('Authorization');
-    // The scheme name is case-insensitive (RFC 7235 §2.1); the token is RFC 6750's b64token.
-    const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i.exec(header);
-    if (!match) {
-      const inQuery = 'access_token' in ctx.query;
-      if (header) throw invalidToken('The Authorization header must be "Bearer <token>".', metadataUrl(ctx.path));
-      throw invalidToken(inQuery ? 'Send the token in the Authorization header, not the query string.' : 'A Bearer token is required.', metadataUrl(ctx.path), false);
-    }
+    const credential = credentialOf(ctx, metadataUrl);
     let grant: BearerGrant;
     try {
-      grant = keys && match[1].startsWith(API_KEY_PREFIX) ? await keys.verify(match[1]) : await verifier.verify(match[1]);
+      grant = keys && credential.startsWith(API_KEY_PREFIX) ? await keys.verify(credential) : await verifier.verify(credential);
     } catch (err) {
       // a credential whose signature held names its grant: the refusal shows in that grant's activity
-      ctx.state.attempted = match[1].startsWith(API_KEY_PREFIX) ? keys?.attempted?.(match[1]) : verifier.attempted(match[1]);
+      ctx.state.attempted = credential.startsWith(API_KEY_PREFIX) ? keys?.attempted?.(credential) : verifier.attempted(credential);
       // the challenge names the metadata of the resource that was asked for
       if (err instanceof AppError && err.status === 401) throw invalidToken(err.message, metadataUrl(ctx.path));
       throw err;

@@ -1,3 +1,4 @@
+import type { AppError } from '../errors.js';
 import type { ParameterizedContext } from 'koa';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
@@ -82,6 +83,12 @@ export interface AppState {
    * and throws the 429 when the day's budget cannot hold it.
    */
   tokenBudget?: { reserve(tokensIn: number, tokensOut: number | null): Promise<void> };
+  /**
+   * The error body of the route's wire format, when it is not svc's (OpenAI's) own: set first
+   * in the chain for those paths, so errors thrown before the handler (a 401, a 429, a body too
+   * big) are in that shape too. The error middleware reads it.
+   */
+  errorBody?: (error: AppError) => unknown;
   /** the grant a refused credential named, for the activity */
   attempted?: AttemptedGrant | Promise<AttemptedGrant | undefined>;
 }

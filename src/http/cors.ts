@@ -11,10 +11,10 @@ const APP_PREFIXES = ['/svc/v1/apps/', '/v1/', '/.well-known/oauth-protected-res
 export const appCors: Middleware<AppState> = async function corsForApps(ctx, next) {
   if (!APP_PREFIXES.some((p) => ctx.path.startsWith(p)) || !ctx.get('Origin')) return next();
   ctx.set('Access-Control-Allow-Origin', '*');
-  ctx.set('Access-Control-Expose-Headers', 'WWW-Authenticate, Retry-After, Mcp-Session-Id, Mcp-Protocol-Version, X-Request-Id');
+  ctx.set('Access-Control-Expose-Headers', 'WWW-Authenticate, Retry-After, Mcp-Session-Id, Mcp-Protocol-Version, X-Request-Id, Request-Id');
   if (ctx.method === 'OPTIONS') {
     ctx.set('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
-    ctx.set('Access-Control-Allow-Headers', 'Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID');
+    ctx.set('Access-Control-Allow-Headers', 'Authorization, X-Api-Key, Anthropic-Version, Anthropic-Beta, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID');
     ctx.set('Access-Control-Max-Age', '600');
     ctx.status = 204;
     return;

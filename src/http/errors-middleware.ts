@@ -44,6 +44,9 @@ function clientHungUp(req: IncomingMessage): boolean {
   return !req.complete && (req.destroyed || Boolean(req.socket?.destroyed));
 }
 
+/** The error's body in the route's wire format (AppState.errorBody), else svc's own. */
+const bodyOf = (state: AppState, error: AppError) => (state.errorBody ? state.errorBody(error) : error.toBody());
+
 /** The one error-handling middleware: every error leaves as the JSON error shape (decisions: Errors). */
 export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<AppState> {
   return async function handleErrors(ctx, next) {
@@ -62,7 +65,7 @@ export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<A
       if (!(err instanceof AppError) && clientHungUp(ctx.req)) {
         logger.debug({ requestId: ctx.state.requestId, path: ctx.path, err: (err as Error)?.message }, 'client closed the request before its body ended');
         ctx.status = 400;
-        ctx.body = invalidBody('The request body was cut off: the client closed the connection.').toBody();
+        ctx.body = bodyOf(ctx.state, invalidBody('The request body was cut off: the client closed the connection.'));
         return;
       }
       const appError = toAppError(err, bodyLimit);
@@ -71,7 +74,7 @@ export function errorMiddleware(logger: Logger, bodyLimit: number): Middleware<A
       }
       ctx.status = appError.status;
       ctx.set(appError.headers);
-      ctx.body = appError.toBody();
+      ctx.body = bodyOf(ctx.state, appError);
       // Whatever was partly read stays unread; closing keeps a half-sent oversize body from lingering.
       if (appError.status === 413) ctx.set('Connection', 'close');
     }

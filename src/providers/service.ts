@@ -13,6 +13,8 @@ import type { createProviderBody, provider } from './schemas.js';
 
 const KEY_KIND = SEAL_KINDS.providerApiKey;
 export const DEFAULT_TIMEOUT_MS = 120_000;
+/** The Messages API version sent to a provider that serves it, when the app names none. */
+export const ANTHROPIC_VERSION = '2023-06-01';
 
 export type { ProviderRecord } from '../store/records.js';
 
@@ -26,6 +28,8 @@ export const toPublicProvider = (p: ProviderRecord): z.infer<typeof provider> =>
   discovery_error: p.discovery_error,
   timeout_ms: p.timeout_ms,
   created_at: p.created_at,
+  api: p.api ?? 'chat',
+  auth_header: p.auth_header ?? 'x-api-key',
 });
 
 /** Upstream model servers. Their keys are sealed at rest and opened only to call them. */
@@ -72,6 +76,14 @@ export class ProvidersService {
     return key ? { Authorization: `Bearer ${key}` } : {};
   }
 
+  /** The key as a provider serving the Messages API takes it: `x-api-key`, unless it asked for Authorization. */
+  messagesHeaders(p: ProviderRecord, version = ANTHROPIC_VERSION): Record<string, string> {
+    const versioned = { 'anthropic-version': version };
+    if ((p.auth_header ?? 'x-api-key') === 'authorization') return { ...versioned, ...this.upstreamHeaders(p) };
+    const key = this.apiKey(p);
+    return key ? { ...versioned, 'x-api-key': key } : versioned;
+  }
+
   async create(actor: UserRecord, input: z.output<typeof createProviderBody>): Promise<ProviderRecord> {
     this.requirePowerUser(actor);
     const record: ProviderRecord = {
@@ -84,6 +96,8 @@ export class ProvidersService {
       discovery_error: null,
       timeout_ms: input.timeout_ms ?? DEFAULT_TIMEOUT_MS,
       created_at: new Date(this.clock()).toISOString(),
+      ...(input.api && input.api !== 'chat' ? { api: input.api } : {}),
+      ...(input.auth_header && input.auth_header !== 'x-api-key' ? { auth_header: input.auth_header } : {}),
     };
     await this.repos.transaction(async (repos) => {
       if (await repos.providers.get(input.name)) throw conflict('provider_exists', `A provider named ${input.name} exists already.`);
@@ -100,7 +114,7 @@ export class ProvidersService {
     const created: Record<string, number> = {};
     let error: string | null = null;
     try {
-      const res = await callUpstream({ url: upstreamUrl(p.base_url, '/models'), method: 'GET', headers: { Accept: 'application/json', ...this.upstreamHeaders(p) }, timeoutMs: Math.min(p.timeout_ms, 15_000) });
+      const res = await callUpstream({ url: upstreamUrl(p.base_url, '/models'), method: 'GET', headers: { Accept: 'application/json', ...(p.api === 'messages' ? this.messagesHeaders(p) : this.upstreamHeaders(p)) }, timeoutMs: Math.min(p.timeout_ms, 15_000) });
       const body = await readBody(res.body, 8 * 1024 * 1024);
       if (res.statusCode !== 200) throw new Error(`GET /models answered ${res.statusCode}`);
       const parsed = JSON.parse(body.toString('utf8')) as { data?: { id?: unknown; created?: unknown }[] };

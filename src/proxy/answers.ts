@@ -1,7 +1,7 @@
 import { AppError } from '../errors.js';
 
-/** The OpenAI endpoints svc passes through to a provider. */
-export type Endpoint = '/chat/completions' | '/embeddings' | '/completions' | '/responses';
+/** The endpoints svc forwards to a provider: OpenAI's, and Anthropic's Messages API. */
+export type Endpoint = '/chat/completions' | '/embeddings' | '/completions' | '/responses' | '/messages';
 
 export const modelNotFound = (model: string) =>
   new AppError('model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });

@@ -9,7 +9,9 @@ import type { ModelCatalog } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
 import { readJson } from '../upstream/body.js';
 import { type Endpoint, modelNotFound } from './answers.js';
-import { createForwarder, type Forward } from './forward.js';
+import { createForwarder, type Forward, openAiDialect, resolveModel } from './forward.js';
+import { anthropicErrorBody, anthropicErrorType, countTokens, countTokensRequest, messagesRequest } from './messages/index.js';
+import { passedCountTokens, passedMessages, speaksMessages, translatedMessages } from './messages/dialect.js';
 
 export const PROXY_BODY_LIMIT = 8 * 1024 * 1024;
 
@@ -61,8 +63,26 @@ export function unservedEndpoint(served: (path: string) => boolean): Middleware<
     const asked = `${ctx.method} ${ctx.path.slice(0, 200)}`;
     throw new AppError(
       'unsupported_endpoint',
-      `Invalid URL (${asked}): svc does not serve it. It proxies GET /v1/models, POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/responses (creating a response, not reading a stored one back).`,
+      `Invalid URL (${asked}): svc does not serve it. It proxies GET /v1/models, POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses (creating a response, not reading a stored one back), and Anthropic's POST /v1/messages and /v1/messages/count_tokens.`,
     );
+  };
+}
+
+/** Anthropic's body for an error of svc's: its type said in Anthropic's words, the status kept. */
+const anthropicError = (error: AppError) => anthropicErrorBody(anthropicErrorType(error.status, error.code), error.expose ? error.message : 'Internal error');
+
+/**
+ * The Messages paths answer errors in Anthropic's shape, and carry the request id under
+ * Anthropic's header name (`request-id`) beside svc's `x-request-id`; first in the chain after
+ * the request's id is given, so a refusal before the handler (a 401, a 429) is in that shape too.
+ */
+export function messagesErrorShape(): Middleware<AppState> {
+  return function messagesErrorShape(ctx, next) {
+    if (ctx.path === '/v1/messages' || ctx.path.startsWith('/v1/messages/')) {
+      ctx.state.errorBody = anthropicError;
+      ctx.set('request-id', ctx.state.requestId);
+    }
+    return next();
   };
 }
 
@@ -72,8 +92,8 @@ export function unservedEndpoint(served: (path: string) => boolean): Middleware<
  * and parsed once.
  */
 export function proxyRoutes(deps: AppDeps, providers: ProvidersService, catalog: ModelCatalog): AnyRouteDef[] {
-  const forward = createForwarder({ logger: deps.logger, providers, catalog });
-  return [...modelRoutes(catalog), ...forwardedRoutes(forward)];
+  const forward = createForwarder({ logger: deps.logger, providers, catalog, pingMs: deps.config.messagesPingMs });
+  return [...modelRoutes(catalog), ...forwardedRoutes(forward), ...messagesRoutes(forward, catalog)];
 }
 
 /** GET /v1/models and /v1/models/{id}: what apps may name as a model. */
@@ -184,6 +204,7 @@ interface ForwardedEndpoint<B> {
 
 /** A POST that goes to the provider as it came (after the model checks), streamed when the body asks. */
 function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forward, def: ForwardedEndpoint<B>) {
+  const dialect = openAiDialect(def.endpoint);
   return defineRoute({
     method: 'post',
     path: `/v1${def.endpoint}`,
@@ -202,8 +223,64 @@ function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forw
       const body = parseOrThrow(def.body, json, 'body');
       refuseLookalikeKeys(body);
       // embeddings never stream; the others do when the body asks
-      await forward(ctx, def.endpoint, raw, body, def.endpoint !== '/embeddings' && (body as { stream?: unknown }).stream === true);
+      await forward(ctx, dialect, raw, body, def.endpoint !== '/embeddings' && (body as { stream?: unknown }).stream === true);
     },
   });
 }
 
+
+const anthropicMessage = z.looseObject({ type: z.literal('message') }).describe("Anthropic's Message, or text/event-stream events (message_start ... message_stop) when stream is true");
+const tokenCount = z.object({ input_tokens: z.number().int() }).meta({ id: 'MessagesTokenCount', description: "The provider's own count where it serves the Messages API, else svc's estimate" });
+
+/**
+ * Anthropic's Messages API (docs/api.md, /v1/messages): on the same grants, limits, activity and
+ * forward as chat. A provider that serves the Messages API gets the call passed through; any
+ * other gets it translated onto its /chat/completions. Any query (Claude Code's `?beta=true`) is
+ * accepted and ignored.
+ */
+function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] {
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/v1/messages',
+      operationId: 'createMessage',
+      summary: "Anthropic Messages API call, streamed (SSE events) or not: translated onto the provider's chat completions, or passed through to one that serves /messages",
+      tags: ['anthropic'],
+      auth: 'bearer',
+      plane: 'data',
+      rawBody: true,
+      body: messagesRequest,
+      responses: { 200: { description: 'Anthropic Message, or its event stream', schema: anthropicMessage } },
+      errors: [400, 401, 403, 404, 413, 429, 502, 504],
+      async handler(ctx) {
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(messagesRequest, json, 'body');
+        refuseLookalikeKeys(body);
+        await forward(ctx, (resolved) => (speaksMessages(resolved) ? passedMessages : translatedMessages), raw, body, body.stream === true);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v1/messages/count_tokens',
+      operationId: 'countMessageTokens',
+      summary: "The input tokens of a Messages request: the provider's own count where it serves the Messages API, else svc's estimate",
+      description: "svc's estimate is a token per 4 bytes of the text the model reads and a flat count per image, not a tokenizer's count.",
+      tags: ['anthropic'],
+      auth: 'bearer',
+      plane: 'data',
+      rawBody: true,
+      body: countTokensRequest,
+      responses: { 200: { description: 'The count', schema: tokenCount } },
+      errors: [400, 401, 403, 404, 413, 429, 502, 504],
+      async handler(ctx) {
+        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+        const body = parseOrThrow(countTokensRequest, json, 'body');
+        refuseLookalikeKeys(body);
+        if (ctx.state.activity) ctx.state.activity.model = body.model;
+        const resolved = await resolveModel(catalog, body);
+        if (speaksMessages(resolved)) return forward(ctx, passedCountTokens, raw, body, false);
+        return countTokens(body);
+      },
+    }),
+  ];
+}

@@ -59,6 +59,10 @@ export interface ProviderRecord {
   discovery_error: string | null;
   timeout_ms: number;
   created_at: string;
+  /** the API it serves apps' Messages calls with: chat (translated onto /chat/completions) or messages (passed through); absent on older records: chat */
+  api?: 'chat' | 'messages';
+  /** where a messages provider takes its key: x-api-key (Anthropic's) or Authorization: Bearer; absent: x-api-key */
+  auth_header?: 'x-api-key' | 'authorization';
 }
 
 export interface AliasRecord {

@@ -18,6 +18,31 @@ function lastInputText(input: any): string {
 }
 
 /**
+ * A chat completion answer scripted for one model name: the whole answer (`answer`, as JSON, or a
+ * string sent as it stands), or the chunks of its stream (`chunks`: each an object sent as a data
+ * line, a string sent raw, or `'stall'`, after which nothing more is sent). A stream's chunks are
+ * written one by one as they are; `usage` adds OpenAI's usage chunk when the request asks for it.
+ */
+export interface ChatScript {
+  answer?: unknown;
+  chunks?: (Record<string, unknown> | string)[];
+  usage?: { prompt_tokens: number; completion_tokens: number };
+}
+
+/** A chunk of a chat stream: a delta and, for the last, its finish reason. */
+export const chatChunk = (delta: Record<string, unknown>, finish: string | null = null, extra: Record<string, unknown> = {}) => ({
+  id: 'chatcmpl-s',
+  object: 'chat.completion.chunk',
+  created: 1,
+  model: 'scripted',
+  choices: [{ index: 0, delta, finish_reason: finish, ...extra }],
+});
+
+/** A piece of a streamed tool call: the first carries its id and name. */
+export const toolChunk = (index: number, args: string, id?: string, name?: string) =>
+  chatChunk({ tool_calls: [{ index, ...(id ? { id, type: 'function' } : {}), function: { ...(name ? { name } : {}), arguments: args } }] });
+
+/**
  * A small real OpenAI-format model server on 127.0.0.1: models, chat completions, legacy
  * completions and the Responses API (each plain and SSE, with spacing between chunks; Responses
  * streams as typed events), embeddings; and misbehaviours picked by model name:
@@ -25,7 +50,7 @@ function lastInputText(input: any): string {
  * `embed-floats` answers float arrays whatever `encoding_format` asks. `lacks` lists paths
  * (e.g. `/v1/responses`) it answers with a bare 404 like a server that does not have them.
  */
-export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: number; chunks?: number; lacks?: string[] } = {}) {
+export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: number; chunks?: number; lacks?: string[]; scripts?: Record<string, ChatScript> } = {}) {
   const seen: SeenRequest[] = [];
   const aborted: string[] = [];
   const chunkDelay = opts.chunkDelayMs ?? 0;
@@ -55,7 +80,7 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
       res.end(JSON.stringify(value));
     };
     if (req.method === 'GET' && path === '/v1/models') {
-      return json(200, { object: 'list', data: ['fake-model', 'embed-model', 'embed-floats', 'stall', 'break', 'fail500', 'fail400'].map((id) => ({ id, object: 'model', created: 1, owned_by: 'test' })) });
+      return json(200, { object: 'list', data: ['fake-model', 'embed-model', 'embed-floats', 'stall', 'break', 'fail500', 'fail400', ...Object.keys(opts.scripts ?? {})].map((id) => ({ id, object: 'model', created: 1, owned_by: 'test' })) });
     }
     if (opts.lacks?.includes(path)) {
       res.writeHead(404, { 'Content-Type': 'text/plain' });
@@ -67,6 +92,8 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
       res.on('close', () => aborted.push(path));
       return; // never answers
     }
+    const script = typeof model === 'string' ? opts.scripts?.[model] : undefined;
+    if (script && req.method === 'POST' && path === '/v1/chat/completions') return playScript(script, body, res, aborted, path);
     if (model === 'fail500') return json(500, { error: { message: 'upstream exploded', type: 'server_error' } });
     if (model === 'fail400') return json(400, { error: { message: `context too long for key ${opts.apiKey ?? ''}`, type: 'invalid_request_error' } });
     if (req.method === 'POST' && path === '/v1/embeddings') {
@@ -211,4 +238,27 @@ export async function startUpstream(opts: { apiKey?: string; chunkDelayMs?: numb
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
+}
+
+/** Answers a scripted model's chat completion (see ChatScript). */
+async function playScript(script: ChatScript, body: any, res: http.ServerResponse, aborted: string[], path: string): Promise<void> {
+  if (!body?.stream || !script.chunks) {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(typeof script.answer === 'string' ? script.answer : JSON.stringify(script.answer));
+    return;
+  }
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+  res.flushHeaders();
+  res.on('close', () => {
+    if (!res.writableFinished) aborted.push(path);
+  });
+  for (const chunk of script.chunks) {
+    if (chunk === 'stall') return;
+    if (res.destroyed) return;
+    res.write(typeof chunk === 'string' ? chunk : `data: ${JSON.stringify(chunk)}\n\n`);
+    // each chunk its own write, as a real server's tokens come
+    await new Promise((r) => setImmediate(r));
+  }
+  if (script.usage && body.stream_options?.include_usage === true) res.write(`data: ${JSON.stringify({ id: 'chatcmpl-s', object: 'chat.completion.chunk', created: 1, model: 'scripted', choices: [], usage: { ...script.usage, total_tokens: script.usage.prompt_tokens + script.usage.completion_tokens } })}\n\n`);
+  res.end('data: [DONE]\n\n');
 }

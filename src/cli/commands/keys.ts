@@ -53,7 +53,7 @@ Examples:
       o.out(`${body.key}\n`);
       o.err(
         `Created API key ${body.id} (${body.role}${body.expires_at ? `, expires ${body.expires_at}` : ', no expiry'}; access request ${body.access_request_id}).\n` +
-          `The key is shown only now. Use it as the API key with base URL ${client.info?.base_url ?? client.url}/v1; \`svc keys revoke ID\` ends it.\n`,
+          `The key is shown only now. Use it as the API key with base URL ${client.info?.base_url ?? client.url}/v1 (Anthropic's SDKs and Claude Code: ${client.info?.base_url ?? client.url}); \`svc keys revoke ID\` ends it.\n`,
       );
     });
 

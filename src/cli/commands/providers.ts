@@ -19,6 +19,7 @@ export function registerProviders(program: Command, o: Output): void {
 Examples:
   $ svc providers add ollama --base-url http://127.0.0.1:11434/v1
   $ printf %s "$OPENAI_API_KEY" | svc providers add openai --base-url https://api.openai.com/v1 --api-key-stdin --models gpt-4o-mini
+  $ printf %s "$ANTHROPIC_API_KEY" | svc providers add anthropic --base-url https://api.anthropic.com/v1 --api messages --api-key-stdin
   $ svc providers list
   $ svc providers refresh ollama
   $ svc providers remove ollama
@@ -33,8 +34,10 @@ Examples:
     .option('--api-key-stdin', 'read the API key from standard input (stored encrypted, never shown)')
     .option('--models <a,b>', 'models to offer even if the provider does not list them')
     .option('--timeout-ms <ms>', 'upstream inactivity timeout (default 120000)')
+    .option('--api <api>', "how apps' /v1/messages calls reach it: chat (translated onto /chat/completions, the default) or messages (passed through to its /messages)")
+    .option('--auth-header <header>', 'a messages provider: send its key in x-api-key (the default) or authorization (Bearer)')
     .option('--json', 'machine-readable output')
-    .action(async (name: string, opts: { baseUrl: string; apiKeyStdin?: boolean; models?: string; timeoutMs?: string; json?: boolean }, cmd: Command) => {
+    .action(async (name: string, opts: { baseUrl: string; apiKeyStdin?: boolean; models?: string; timeoutMs?: string; api?: string; authHeader?: string; json?: boolean }, cmd: Command) => {
       const apiKey = opts.apiKeyStdin ? await secretFromStdin(o.stdin) : undefined;
       if (opts.apiKeyStdin && !apiKey) throw usage('--api-key-stdin read an empty key.');
       const timeout = opts.timeoutMs === undefined ? undefined : Number(opts.timeoutMs);
@@ -45,6 +48,8 @@ Examples:
         ...(apiKey ? { api_key: apiKey } : {}),
         ...(opts.models ? { models: opts.models.split(',').map((m) => m.trim()).filter(Boolean) } : {}),
         ...(timeout !== undefined ? { timeout_ms: timeout } : {}),
+        ...(opts.api !== undefined ? { api: opts.api } : {}),
+        ...(opts.authHeader !== undefined ? { auth_header: opts.authHeader.toLowerCase() } : {}),
       });
       if (opts.json) return printJson(o, body.provider);
       const p = body.provider;
