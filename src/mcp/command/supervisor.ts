@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { AppError } from '../../errors.js';
-import type { Logger } from '../../log.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubTextOfAll } from '../../upstream/scrub.js';
 import { SupervisedChild } from './child.js';
 import { minimalEnv } from './env.js';
