@@ -49,6 +49,11 @@ export class ChildRecord {
     return this.saveUpTo(want);
   }
 
+  /** Resolves once every change made so far is written (or its write failed). */
+  async flushed(): Promise<void> {
+    await this.saveUpTo(this.version).catch(() => undefined);
+  }
+
   private async saveUpTo(want: number): Promise<void> {
     while (this.written < want) {
       this.writing ??= this.writeNow().finally(() => {

@@ -33,6 +33,7 @@ interface InstanceState {
   starting: number;
   lastExit: ChildExit | null;
   failures: number[];
+  lastFailureAt: number;
   backoffUntil: number;
   nextBackoffMs: number;
   why: string;
@@ -74,20 +75,25 @@ export class CommandSupervisor {
     this.refuseOverBounds(state);
     state.starting++;
     this.starting++;
-    let child: SupervisedChild;
-    try {
-      child = await this.spawnChild(instanceId, key, spec, secrets, state);
-    } finally {
+    let released = false;
+    // the slot is counted as starting until the child is counted as live, never both
+    const release = () => {
+      if (released) return;
+      released = true;
       state.starting--;
       this.starting--;
+    };
+    try {
+      return await this.spawnChild(instanceId, key, spec, secrets, state, release);
+    } finally {
+      release();
     }
-    return child;
   }
 
   async tryOnce(spec: CommandSpec, secrets: string[], timeoutMs: number): Promise<{ ok: true } | { ok: false; message: string }> {
     let child: SupervisedChild;
     try {
-      child = await this.spawnChild('', 'try', spec, secrets, null);
+      child = await this.spawnChild('', 'try', spec, secrets, null, () => undefined);
     } catch (err) {
       return { ok: false, message: (err as Error).message };
     }
@@ -123,6 +129,7 @@ export class CommandSupervisor {
     this.stopping = true;
     await Promise.all(this.allChildren().map((c) => c.close()));
     this.watchdog.close();
+    await this.record.flushed();
   }
 
   /** At a start, before any child: ends the groups a previous svc left running, and clears the record. */
@@ -135,7 +142,7 @@ export class CommandSupervisor {
   private state(instanceId: string): InstanceState {
     let state = this.instances.get(instanceId);
     if (!state) {
-      state = { live: new Set(), starting: 0, lastExit: null, failures: [], backoffUntil: 0, nextBackoffMs: this.crashLoop.backoffMs, why: '' };
+      state = { live: new Set(), starting: 0, lastExit: null, failures: [], lastFailureAt: 0, backoffUntil: 0, nextBackoffMs: this.crashLoop.backoffMs, why: '' };
       this.instances.set(instanceId, state);
     }
     return state;
@@ -167,7 +174,14 @@ export class CommandSupervisor {
   }
 
   /** Spawns the child with no shell in a group of its own, tells the watchdog, and records it durably before handing it out. */
-  private async spawnChild(instanceId: string, key: string, spec: CommandSpec, secrets: string[], state: InstanceState | null): Promise<SupervisedChild> {
+  private async spawnChild(
+    instanceId: string,
+    key: string,
+    spec: CommandSpec,
+    secrets: string[],
+    state: InstanceState | null,
+    spawned: () => void,
+  ): Promise<SupervisedChild> {
     const proc = spawn(spec.command, spec.args, {
       cwd: spec.cwd ?? undefined,
       env: minimalEnv(spec.env),
@@ -177,12 +191,14 @@ export class CommandSupervisor {
       windowsHide: true,
     });
     if (proc.pid === undefined) {
+      spawned();
       const message = await spawnFailure(proc, spec, secrets);
       if (state) this.onChildExit(state, { code: null, signal: null, at: new Date(this.clock()).toISOString(), reason: 'spawn_failed' });
       this.opts.logger.warn({ mcp_instance: instanceId || undefined, message }, 'command server could not start');
       throw new AppError('mcp_server_failed', message);
     }
     const child = this.supervise(proc, instanceId, key, scrubbable(secrets), state);
+    spawned();
     this.watchdog.add(child.pid);
     try {
       await this.record.add({ pid: child.pid, pgid: child.pid, start: readProcStat(child.pid)?.start ?? null, instance: instanceId, at: new Date(this.clock()).toISOString() });
@@ -210,7 +226,7 @@ export class CommandSupervisor {
         state?.live.delete(c);
         this.trials.delete(c);
         this.watchdog.remove(c.pid);
-        this.record.remove(c.pid).catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'cannot update the record of command servers'));
+        void this.record.remove(c.pid).catch((err: unknown) => this.opts.logger.warn({ err: (err as Error).message }, 'cannot update the record of command servers'));
       },
     });
     if (state) state.live.add(child);
@@ -230,9 +246,9 @@ export class CommandSupervisor {
     if (!FAILURES.has(exit.reason)) return;
     const now = this.clock();
     const { crashes, windowMs, backoffMs, maxBackoffMs } = this.crashLoop;
-    const lastFailure = state.failures.at(-1);
-    // a quiet spell since the last loop starts the waits from the first again
-    if (lastFailure !== undefined && now - lastFailure > windowMs && now > state.backoffUntil + windowMs) state.nextBackoffMs = backoffMs;
+    // a whole window without a failure (after the last wait) starts the waits from the first again
+    if (now > Math.max(state.lastFailureAt, state.backoffUntil) + windowMs) state.nextBackoffMs = backoffMs;
+    state.lastFailureAt = now;
     state.failures = [...state.failures.filter((t) => now - t < windowMs), now];
     if (state.failures.length < crashes) return;
     state.backoffUntil = now + state.nextBackoffMs;
@@ -301,9 +317,12 @@ function firstAnswer(child: SupervisedChild, spec: CommandSpec, secrets: string[
       if ('id' in m && m.id === 1 && ('result' in m || 'error' in m)) done({ ok: true });
     };
     child.onexit = (exit) => {
+      // 127: what the exec of a program that is not one (no execute bit, a bad interpreter) leaves
+      const hint = exit.code === 127 && !child.stderr.last ? ' (it could not be run: not a program, or not executable)' : '';
       const said = child.stderr.last ? `: ${child.stderr.last}` : '';
-      done({ ok: false, message: `${name} ${describeExit(exit)} before it answered initialize${said}` });
+      done({ ok: false, message: `${name} ${describeExit(exit)}${hint} before it answered initialize${said}` });
     };
+    if (child.ended) return;
     child.send({
       jsonrpc: '2.0',
       id: 1,

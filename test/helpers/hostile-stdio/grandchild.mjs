@@ -14,5 +14,3 @@ grand.stderr.once('data', () => {
       msg.params?.name === 'pid' ? { jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: String(process.pid) }], grandchild: grand.pid } } : undefined,
   });
 });
-grand.unref();
-grand.stderr.unref?.();
