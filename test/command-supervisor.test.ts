@@ -171,6 +171,25 @@ describe('command supervisor: what a child writes', () => {
   });
 });
 
+describe('command supervisor: what svc sends', () => {
+  it('a child that stops reading its stdin is ended before svc holds more than the backlog bound (stdin_full)', async () => {
+    const { sup } = supervisor();
+    const child = await sup.start('inst', 'k', hostile('deaf'), []);
+    const exit = exitOf(child);
+    child.onmessage = () => undefined;
+    const big = 'x'.repeat(1024 * 1024);
+    let sent = 0;
+    while (!child.ended && sent < 64) {
+      child.send({ jsonrpc: '2.0', method: 'notifications/message', params: { data: big } });
+      sent++;
+    }
+    expect(child.ended).toBe(true);
+    expect(sent).toBeLessThanOrEqual(10);
+    expect(await exit).toMatchObject({ reason: 'stdin_full' });
+    await gone(child.pid, 'the deaf child to be ended');
+  });
+});
+
 describe('command supervisor: faults', () => {
   it('a crash reports the exit at once, and the next start is a fresh process', async () => {
     const { sup } = supervisor();
@@ -328,6 +347,10 @@ describe('command supervisor: tryOnce', () => {
     expect(notProgram).toEqual({ ok: false, message: `Cannot run ${JSON.stringify(plain)}: permission denied (EACCES).` });
     const dir = await sup.tryOnce({ ...hostile('stateful'), cwd: '/no/such/dir' }, [], 10_000);
     expect(dir).toEqual({ ok: false, message: `Cannot run ${JSON.stringify(process.execPath)}: its working directory /no/such/dir does not exist.` });
+    const empty = await sup.tryOnce({ command: '', args: [], env: {}, cwd: null }, [], 10_000);
+    expect(empty).toEqual({ ok: false, message: `Cannot run "": The argument 'file' cannot be empty.` });
+    const nul = await sup.tryOnce({ ...hostile('stateful'), args: ['a\0b'] }, [], 10_000);
+    expect(nul).toMatchObject({ ok: false, message: expect.stringContaining('without null bytes') });
     // start() refuses the same with an error naming it
     const err = await refusal(sup.start('inst', 'k', { command: 'no-such-mcp-server-x', args: [], env: {}, cwd: null }, []));
     expect(err).toMatchObject({ status: 502, code: 'mcp_server_failed', message: expect.stringContaining('no-such-mcp-server-x') });

@@ -22,6 +22,12 @@ export interface ChildContext {
   onGone(child: SupervisedChild): void;
 }
 
+/**
+ * What svc holds of messages a child has not read yet: more (a child that stopped reading its
+ * stdin) ends it. Twice the largest body an app may send the MCP proxy.
+ */
+export const STDIN_BACKLOG_BYTES = 8 * 1024 * 1024;
+
 /** After a child exits by itself, what it wrote just before may still be in the pipe: read for this long at most before `onexit`. */
 const DRAIN_MS = 100;
 
@@ -60,6 +66,8 @@ export class SupervisedChild implements CommandChild {
     proc.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk));
     proc.stderr!.on('end', () => this.stderr.end());
     proc.on('exit', (code, signal) => this.onProcessExit(code, signal));
+    // a signal that cannot be sent, or a pipe that fails: said in the log, never thrown at svc
+    proc.on('error', (err) => ctx.logger.warn({ err: err.message, mcp_instance: ctx.instanceId || undefined, pid: this.pid }, 'command server process error'));
     this.idle = setTimeout(() => void this.end('idle'), ctx.idleTimeoutMs);
     this.idle.unref();
   }
@@ -106,7 +114,7 @@ export class SupervisedChild implements CommandChild {
     stdin.write(`${JSON.stringify(message)}\n`);
     this.idle.refresh();
     // a child that stops reading its stdin would have svc hold all that is sent to it
-    if (stdin.writableLength > 2 * this.ctx.maxLineBytes) void this.end('stdin_full');
+    if (stdin.writableLength > STDIN_BACKLOG_BYTES) void this.end('stdin_full');
   }
 
   close(): Promise<void> {

@@ -182,20 +182,17 @@ export class CommandSupervisor {
     state: InstanceState | null,
     spawned: () => void,
   ): Promise<SupervisedChild> {
-    const proc = spawn(spec.command, spec.args, {
-      cwd: spec.cwd ?? undefined,
-      env: minimalEnv(spec.env),
-      detached: true,
-      shell: false,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      windowsHide: true,
-    });
+    let proc: ChildProcess;
+    try {
+      proc = spawnDetached(spec);
+    } catch (err) {
+      // a command line no process can have (an empty program, a NUL byte): node refuses it at once
+      spawned();
+      throw this.spawnFailed(instanceId, state, `Cannot run ${commandName(spec, secrets)}: ${(err as Error).message.split('. Received')[0]}.`);
+    }
     if (proc.pid === undefined) {
       spawned();
-      const message = await spawnFailure(proc, spec, secrets);
-      if (state) this.onChildExit(state, { code: null, signal: null, at: new Date(this.clock()).toISOString(), reason: 'spawn_failed' });
-      this.opts.logger.warn({ mcp_instance: instanceId || undefined, message }, 'command server could not start');
-      throw new AppError('mcp_server_failed', message);
+      throw this.spawnFailed(instanceId, state, await spawnFailure(proc, spec, secrets));
     }
     const child = this.supervise(proc, instanceId, key, scrubbable(secrets), state);
     spawned();
@@ -207,6 +204,13 @@ export class CommandSupervisor {
       throw new AppError('store_unavailable', 'svc could not record the command server it started, so it ended it.', { cause: err });
     }
     return child;
+  }
+
+  /** A start that ran nothing: it counts as a failure of the instance, and is said in the log. */
+  private spawnFailed(instanceId: string, state: InstanceState | null, message: string): AppError {
+    if (state) this.onChildExit(state, { code: null, signal: null, at: new Date(this.clock()).toISOString(), reason: 'spawn_failed' });
+    this.opts.logger.warn({ mcp_instance: instanceId || undefined, message }, 'command server could not start');
+    return new AppError('mcp_server_failed', message);
   }
 
   private supervise(proc: ChildProcess, instanceId: string, key: string, secrets: string[], state: InstanceState | null): SupervisedChild {
@@ -265,6 +269,18 @@ export class CommandSupervisor {
     if (state.lastExit && FAILURES.has(state.lastExit.reason)) return `not running; the last one ${describeExit(state.lastExit)}`;
     return 'not running';
   }
+}
+
+/** The child with no shell, leading a session and process group of its own, with the minimal environment. */
+function spawnDetached(spec: CommandSpec): ChildProcess {
+  return spawn(spec.command, spec.args, {
+    cwd: spec.cwd ?? undefined,
+    env: minimalEnv(spec.env),
+    detached: true,
+    shell: false,
+    stdio: ['pipe', 'pipe', 'pipe'],
+    windowsHide: true,
+  });
 }
 
 const busy = (message: string) => new AppError('mcp_servers_busy', message, { headers: { 'Retry-After': String(BUSY_RETRY_AFTER_S) } });
