@@ -12,6 +12,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CommandSupervisor } from '../src/mcp/command/supervisor.js';
+import { Watchdog } from '../src/mcp/command/watchdog.js';
 import { requireFreshDist } from './helpers/cli.js';
 import { capturedLogger, gone, HOSTILE, running, tempDir } from './helpers/command.js';
 import { eventually } from './helpers/wait.js';
@@ -148,5 +149,32 @@ describe('reaping from the record', () => {
     const { sup, log } = newSupervisor(record);
     expect(await sup.reapLeftovers()).toBe(0);
     expect(log.lines().some((l) => l.msg.includes('record of command servers is damaged'))).toBe(true);
+  });
+});
+
+describe('the watchdog', () => {
+  function sleeper(): ChildProcess {
+    const p = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60000)'], { detached: true, stdio: 'ignore' });
+    procs.push(p);
+    return p;
+  }
+
+  it('at the end of its input ends the groups still listed, not those taken off the list, and exits', async () => {
+    const [kept, ended, endedToo, other] = [sleeper(), sleeper(), sleeper(), sleeper()];
+    await eventually(() => [kept, ended, endedToo, other].every((p) => running(p.pid!)), 'the sleepers to run');
+    const log = capturedLogger();
+    const listed = [kept.pid!, ended.pid!];
+    const watchdog = new Watchdog(log.logger, () => listed);
+    // its first word lists what runs (kept and ended) and the new group
+    watchdog.add(endedToo.pid!);
+    const pid = watchdog.pid!;
+    watchdog.remove(kept.pid!);
+    watchdog.add(kept.pid!);
+    watchdog.remove(kept.pid!);
+    watchdog.close();
+    await gone(pid, 'the watchdog to exit');
+    await gone(ended.pid!, 'a listed group to be ended');
+    await gone(endedToo.pid!, 'the group added last to be ended');
+    expect([running(kept.pid!), running(other.pid!)]).toEqual([true, true]);
   });
 });

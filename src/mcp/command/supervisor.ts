@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { AppError } from '../../errors.js';
 import { MIN_SCRUBBED_KEY_LENGTH, scrubTextOfAll } from '../../upstream/scrub.js';
+import { VERSION } from '../../version.js';
 import { SupervisedChild } from './child.js';
 import { minimalEnv } from './env.js';
 import { readProcStat } from './proc.js';
@@ -343,7 +345,7 @@ function firstAnswer(child: SupervisedChild, spec: CommandSpec, secrets: string[
       jsonrpc: '2.0',
       id: 1,
       method: 'initialize',
-      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'svc', version: '1' } },
+      params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'svc', version: VERSION } },
     });
   });
 }
