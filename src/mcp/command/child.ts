@@ -45,6 +45,7 @@ export class SupervisedChild implements CommandChild {
   private reason: ExitReason | null = null;
   private exit: ChildExit | null = null;
   private exitNotified = false;
+  private goneMarked = false;
   private readonly idle: NodeJS.Timeout;
   private messageHandler?: (message: JSONRPCMessage) => void;
   private exitHandler?: (exit: ChildExit) => void;
@@ -204,8 +205,6 @@ export class SupervisedChild implements CommandChild {
     }
     this.resolveExited(exit);
   }
-
-  private goneMarked = false;
 
   private markGone() {
     if (this.goneMarked) return;
