@@ -23,7 +23,7 @@ import { allowedHosts, allowedOrigins, sameOriginOnly } from './http/security.js
 import { apiKeyRoutes } from './keys/routes.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
 import { callRoutes } from './mcp/call-routes.js';
-import type { McpInstancesService } from './mcp/instances.js';
+import type { CommandHooks, McpInstancesService } from './mcp/instances.js';
 import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
 import { MCP_EVENT_IDS_LABEL, MCP_SESSION_IDS_LABEL, SessionIds } from './mcp/session-ids.js';
@@ -64,8 +64,11 @@ export interface App {
 }
 
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
-export async function createApp(deps: AppDeps, opts: { sessionKeys: string[]; port: number; activity: ActivityStore }): Promise<App> {
-  const services = await createServices(deps, opts.activity);
+export async function createApp(
+  deps: AppDeps,
+  opts: { sessionKeys: string[]; port: number; activity: ActivityStore; commandHooks?: CommandHooks },
+): Promise<App> {
+  const services = await createServices(deps, opts.activity, opts.commandHooks);
   const auth = await createTokenAuth(deps, services, opts.sessionKeys);
   const bearer = bearerChain(deps, auth, services);
   const openStreams = new OpenStreams(deps.config.maxStreams);

@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   invalid_host: { status: 400, type: 'invalid_request_error', when: 'a Host header svc does not answer to (DNS rebinding)' },
   header_mismatch: { status: 400, type: 'invalid_request_error', when: 'Mcp-Method or Mcp-Name disagree with the checked body' },
   ambiguous_id: { status: 400, type: 'invalid_request_error', when: 'an id prefix matches more than one record' },
+  mcp_command_failed: { status: 400, type: 'invalid_request_error', when: 'a command MCP server that did not start and answer initialize when tried on add or change (the message names the command and its exit); nothing was stored' },
   address_not_allowed: { status: 400, type: 'invalid_request_error', when: 'an app asked svc to fetch from a non-public address' },
   login_required: { status: 401, type: 'authentication_error', when: 'no session' },
   invalid_credentials: { status: 401, type: 'authentication_error', when: 'wrong username or password' },

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ErrorCode } from '../errors.js';
-import { hasUnsafeUrlCharacter, httpUrl } from '../http/urls.js';
+import { hasUnsafeUrlCharacter, mcpServerUrl } from '../http/urls.js';
 import { clientKinds } from './client-kinds.js';
 import { grantLimits, grantUsage, storedLimits } from '../activity/schemas.js';
 import { accessRequestStatuses, appRoles } from '../store/schema.js';
@@ -32,7 +32,7 @@ export const requestedEnvelope = z
       .transform(() => '1' as const)
       .meta({ type: 'string', enum: ['1'], description: 'Envelope version; only "1" is supported' }),
     mcp_servers: z
-      .array(z.object({ url: httpUrl }))
+      .array(z.object({ url: mcpServerUrl }))
       .max(MAX_MCP_SERVERS, `at most ${MAX_MCP_SERVERS} MCP servers`)
       .optional()
       .transform((servers) => {
@@ -108,7 +108,7 @@ export const approvedEnvelope = z.object({
     .transform(() => '1' as const)
     .meta({ type: 'string', enum: ['1'] }),
   mcp_servers: z
-    .array(z.object({ url: httpUrl, instance_ids: z.array(z.string().max(100)).max(100) }))
+    .array(z.object({ url: mcpServerUrl, instance_ids: z.array(z.string().max(100)).max(100) }))
     .max(MAX_MCP_SERVERS)
     .default([]),
 });

@@ -9,7 +9,7 @@ import { LOCAL_LOGIN_LABEL } from '../daemon-info.js';
 import type { AppDeps } from '../http/context.js';
 import { ApiKeysService } from '../keys/service.js';
 import { HeldCalls } from '../mcp/held-calls.js';
-import { McpInstancesService } from '../mcp/instances.js';
+import { type CommandHooks, McpInstancesService } from '../mcp/instances.js';
 import { ToolPolicies } from '../mcp/policies.js';
 import { McpToolsService } from '../mcp/tools.js';
 import { ModelCatalog } from '../models/catalog.js';
@@ -39,11 +39,12 @@ export interface Services {
 }
 
 /** Builds the services on the store and tells the person on the desktop what waits for them. */
-export async function createServices(deps: AppDeps, activity: ActivityStore): Promise<Services> {
+/** `commandHooks`: what runs command MCP servers (tries one on add, reports its processes), when something does. */
+export async function createServices(deps: AppDeps, activity: ActivityStore, commandHooks?: CommandHooks): Promise<Services> {
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
   const loginLinks = new LoginLinks(deps.box, deps.repos, deps.clock);
-  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock);
+  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock, commandHooks);
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {
     const key = await keys.appInfo(clientId);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { appRole, MAX_MCP_SERVERS } from '../access-requests/schemas.js';
-import { httpUrl } from '../http/urls.js';
+import { mcpServerUrl } from '../http/urls.js';
 
 /** The longest lifetime `expires_in` accepts: ten years (seconds). */
 export const MAX_KEY_LIFETIME_S = 10 * 365 * 24 * 3600;
@@ -8,7 +8,7 @@ export const MAX_KEY_LIFETIME_S = 10 * 365 * 24 * 3600;
 export const keyName = z.string().trim().min(1).max(100).regex(/^[^\0-\x1f\x7f]+$/, 'must be printable');
 
 const grantedServers = z
-  .array(z.object({ url: httpUrl, instance_ids: z.array(z.string().max(100)).min(1).max(100) }))
+  .array(z.object({ url: mcpServerUrl, instance_ids: z.array(z.string().max(100)).min(1).max(100) }))
   .max(MAX_MCP_SERVERS)
   .describe('MCP instances the key may use, per server URL: your own, enabled instances of that URL');
 

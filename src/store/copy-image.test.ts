@@ -9,7 +9,7 @@ import { CopyError, imageCounts, readImage, resealImage, TargetNotEmptyError, wr
 import { SecretBox } from './crypto.js';
 import { inMemoryRepositories } from './store-repositories.js';
 import type { RepositorySet } from './repositories.js';
-import { mcpHeaderSealId, SEAL_KINDS as K } from './seal-kinds.js';
+import { mcpEnvSealId, mcpHeaderSealId, SEAL_KINDS as K } from './seal-kinds.js';
 
 const oldBox = new SecretBox(randomBytes(32));
 const newBox = new SecretBox(randomBytes(32));
@@ -52,6 +52,34 @@ describe('the copy image', () => {
     expect(imageCounts(image)).toMatchObject({ providers: 1, mcpInstances: 1, mcpTools: 1, oauthState: 2, users: 0 });
     // nothing the old key sealed is left anywhere
     expect(() => oldBox.open(K.providerApiKey, 'up', (image.providers[0].api_key)!)).toThrow();
+  });
+
+  it("seals a command instance's env values again with the new key, its command otherwise as it was", async () => {
+    const env = [
+      { name: 'API_TOKEN', value: oldBox.seal(K.mcpEnv, mcpEnvSealId('m2', 'API_TOKEN'), 'env-secret-1') },
+      { name: 'api_token', value: oldBox.seal(K.mcpEnv, mcpEnvSealId('m2', 'api_token'), 'env-secret-2') },
+    ];
+    const source = await seeded(async (r) => {
+      await r.mcpInstances.put({
+        id: 'm2', owner_id: 'u1', name: 'files', url: 'stdio://files', enabled: true, headers: [], allow_tools: null, created_at: at, updated_at: at,
+        command: { command: 'npx', args: ['-y', 'server-filesystem', '/tmp'], env, cwd: '/tmp' },
+      });
+    });
+    const image = resealImage(await readImage(source, 'the data dir'), oldBox, newBox);
+    const target = await inMemoryRepositories();
+    await writeImage(target, image, 'the team');
+    const copied = (await target.mcpInstances.get('m2'))!;
+    expect(copied.command).toMatchObject({ command: 'npx', args: ['-y', 'server-filesystem', '/tmp'], cwd: '/tmp' });
+    expect(copied.command!.env.map((e) => e.name)).toEqual(['API_TOKEN', 'api_token']);
+    expect(newBox.open(K.mcpEnv, 'm2:API_TOKEN', copied.command!.env[0].value)).toBe('env-secret-1');
+    expect(newBox.open(K.mcpEnv, 'm2:api_token', copied.command!.env[1].value)).toBe('env-secret-2');
+    expect(() => oldBox.open(K.mcpEnv, 'm2:API_TOKEN', copied.command!.env[0].value)).toThrow();
+    expect(JSON.stringify(copied)).not.toContain('env-secret');
+    // a value sealed with another key is refused by name, nothing written
+    const damaged = await seeded(async (r) => {
+      await r.mcpInstances.put({ ...(await source.mcpInstances.get('m2'))!, command: { command: 'x', args: [], cwd: null, env: [{ name: 'K', value: newBox.seal(K.mcpEnv, 'm2:K', 'v') }] } });
+    });
+    await expect(readImage(damaged, 'the data dir').then((i) => resealImage(i, oldBox, newBox))).rejects.toThrow(/Variable K of MCP instance m2 does not open/);
   });
 
   it('refuses a sealed value in a field it does not know, and one that does not open, naming where', async () => {

@@ -2,7 +2,7 @@ import { isSealed } from './crypto.js';
 import type { ToolCache } from './records.js';
 import type { RecordRepository, Repositories, RepositorySet } from './repositories.js';
 import type { DbMeta } from './schema.js';
-import { mcpHeaderSealId, SEAL_KINDS } from './seal-kinds.js';
+import { mcpEnvSealId, mcpHeaderSealId, SEAL_KINDS } from './seal-kinds.js';
 
 /**
  * Everything a store holds, read whole through the repositories, so that `svc store copy` can
@@ -118,6 +118,14 @@ export function resealImage(image: StoreImage, from: Sealer, to: Sealer, opts: {
     mcpInstances: image.mcpInstances.map((m) => ({
       ...m,
       headers: m.headers.map((h) => ({ ...h, value: again(K.mcpHeader, mcpHeaderSealId(m.id, h.name), h.value, `Header ${h.name} of MCP instance ${m.id}`) })),
+      ...(m.command
+        ? {
+            command: {
+              ...m.command,
+              env: m.command.env.map((e) => ({ ...e, value: again(K.mcpEnv, mcpEnvSealId(m.id, e.name), e.value, `Variable ${e.name} of MCP instance ${m.id}`) })),
+            },
+          }
+        : {}),
     })),
     oauthClients: image.oauthClients.map((c) =>
       c.client_secret ? { ...c, client_secret: again(K.oauthClientSecret, c.client_id, c.client_secret, `The secret of OAuth client ${c.client_id}`) } : c,

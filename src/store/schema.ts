@@ -39,13 +39,28 @@ export interface McpHeaderRecord {
   value: string;
 }
 
+/** How svc runs a command MCP server (one that speaks MCP on its stdin and stdout). */
+export interface McpCommandRecord {
+  /** the program, run with no shell: an absolute path or a name looked up on PATH */
+  command: string;
+  args: string[];
+  /** the variables it gets beside svc's minimal environment; values sealed with kind "mcp_env", id "<instance id>:<name>" */
+  env: McpHeaderRecord[];
+  /** where it runs; null: svc's own working directory */
+  cwd: string | null;
+}
+
 export interface McpInstanceRecord {
   id: string;
   owner_id: string;
   name: string;
+  /** an HTTP instance's server URL; a command instance's app-facing name only (never fetched) */
   url: string;
   enabled: boolean;
+  /** an HTTP instance's upstream headers; always empty for a command instance */
   headers: McpHeaderRecord[];
+  /** present: a command server svc runs; absent: an HTTP server at `url` */
+  command?: McpCommandRecord;
   allow_tools: string[] | null;
   created_at: string;
   updated_at: string;
@@ -204,7 +219,7 @@ export function recordProblem(collection: string, record: unknown): string | nul
     case 'sessions':
       return str('id_hash');
     case 'mcp_instances':
-      return str('id');
+      return str('id') ?? commandProblem(r.command);
     case 'access_requests':
       return str('id') ?? ((accessRequestStatuses as readonly unknown[]).includes(r.status) ? null : 'status: invalid');
     case 'api_keys':
@@ -212,6 +227,16 @@ export function recordProblem(collection: string, record: unknown): string | nul
     default:
       return null;
   }
+}
+
+/** What is wrong with an instance's `command` (absent is fine: an HTTP instance), or null. */
+function commandProblem(command: unknown): string | null {
+  if (command === undefined) return null;
+  if (!isPlainObject(command)) return 'command: expected object';
+  if (typeof command.command !== 'string') return 'command.command: expected string';
+  if (!Array.isArray(command.args) || !command.args.every((a) => typeof a === 'string')) return 'command.args: expected array of strings';
+  if (!Array.isArray(command.env)) return 'command.env: expected array';
+  return null;
 }
 
 /** The same checks on a whole document; the value itself is kept (a large store is not held twice). */

@@ -10,6 +10,8 @@ export const SEAL_KINDS = {
   providerApiKey: 'provider_api_key',
   /** an MCP instance's header value, id = mcpHeaderSealId */
   mcpHeader: 'mcp_header',
+  /** a command MCP instance's environment value, id = mcpEnvSealId */
+  mcpEnv: 'mcp_env',
   /** a registered OAuth client's secret, id = its client_id */
   oauthClientSecret: 'oauth_client_secret',
   /** the payload of a stored OAuth artifact (grant, refresh token...), id = its hashed id */
@@ -22,3 +24,6 @@ export const SEAL_KINDS = {
 
 /** The id an MCP instance's header is sealed with: header names compare case-insensitively. */
 export const mcpHeaderSealId = (instanceId: string, headerName: string) => `${instanceId}:${headerName.toLowerCase()}`;
+
+/** The id a command MCP instance's environment value is sealed with: variable names are case-sensitive. */
+export const mcpEnvSealId = (instanceId: string, envName: string) => `${instanceId}:${envName}`;
