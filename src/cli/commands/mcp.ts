@@ -4,6 +4,7 @@ import { DaemonClient, usage } from '../client.js';
 import { type Output, printJson, printRows } from '../output.js';
 import type { z } from 'zod';
 import type { mcpInstance } from '../../mcp/schemas.js';
+import { registerMcpHostConfigs } from './mcp-host-configs.js';
 
 /** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
 type Instance = z.infer<typeof mcpInstance>;
@@ -116,4 +117,6 @@ Examples:
       await client.request('DELETE', `/svc/v1/mcps/${enc(id)}`);
       o.err(`Removed ${id}.\n`);
     });
+
+  registerMcpHostConfigs(mcp, o);
 }

@@ -19,7 +19,7 @@ export interface ExportInstance {
 }
 
 /** The variable of a Claude Desktop entry that mcp-remote reads the Authorization header from. */
-export const AUTH_HEADER_VARIABLE = 'SVC_AUTH_HEADER';
+export const AUTH_HEADER_VARIABLE = 'AUTH_HEADER';
 
 /**
  * A key per instance for the host's block: the name with each run of other characters than
@@ -37,7 +37,8 @@ export function serverKeys(names: string[]): string[] {
   });
 }
 
-const isLoopback = (url: URL) => ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+/** Where mcp-remote takes plain http without being told (it does not count [::1]). */
+const isLoopback = (url: URL) => ['localhost', '127.0.0.1'].includes(url.hostname);
 
 /** A Claude Desktop entry: mcp-remote bridging stdio to the proxy URL. */
 function bridgeEntry(proxyUrl: string, key: string | null): Record<string, unknown> {

@@ -58,7 +58,7 @@ describe('reading each host\'s file', () => {
       ['shop-db', 'projects["/home/sam/src/shop"].mcpServers.shop-db'],
       ['stripe', 'projects["/home/sam/src/shop"].mcpServers.stripe'],
     ]);
-    expect(config.duplicates).toEqual([{ name: 'sentry', where: 'projects["/home/sam/src/blog"].mcpServers.sentry', kept: 'mcpServers.sentry' }]);
+    expect(config.duplicates).toMatchObject([{ name: 'sentry', where: 'projects["/home/sam/src/blog"].mcpServers.sentry', kept: 'mcpServers.sentry', server: { entry: { transport: 'sse' } } }]);
     expect(byName(config.servers).sentry.entry).toMatchObject({ kind: 'remote', transport: 'http', url: 'https://mcp.sentry.dev/mcp' });
   });
 
@@ -160,13 +160,13 @@ describe('resolving references', () => {
     const { file, text } = fixture('vscode-project/.vscode/mcp.json');
     expect(workspaceFolderOf(file)).toBe(path.join(FIXTURES, 'vscode-project'));
     const vscode = byName(
-      resolveServers(parseHostConfig(text, file), ctx({ SVC_INPUT_PERPLEXITY_KEY: 'pplx-1', SVC_INPUT_GITHUB_TOKEN: 'gh-1' }, { workspaceFolder: '/src/proj' })),
+      resolveServers(parseHostConfig(text, file), ctx({ [inputEnvName('perplexity-key')]: 'pplx-1', [inputEnvName('github_token')]: 'gh-1' }, { workspaceFolder: '/src/proj' })),
     );
     expect(vscode.Perplexity.entry).toMatchObject({ env: [{ name: 'PERPLEXITY_API_KEY', value: 'pplx-1' }] });
     expect(vscode.memory.entry).toMatchObject({ cwd: '/src/proj', env: [{ name: 'MEMORY_FILE_PATH', value: '/src/proj/.vscode/memory.jsonl' }] });
     expect(vscode.github.entry).toMatchObject({ headers: [{ name: 'Authorization', value: 'Bearer gh-1' }] });
-    expect(inputEnvName('perplexity-key')).toBe('SVC_INPUT_PERPLEXITY_KEY');
-    expect(inputEnvName('-a.b c-')).toBe('SVC_INPUT_A_B_C');
+    expect(inputEnvName('api-key')).toBe('SVC_INPUT_API_KEY');
+    expect(inputEnvName('-api.key ')).toBe(inputEnvName('API_KEY'));
   });
 
   it('refuses each reference it cannot resolve by name, all at once, and never quotes a default or a value', () => {
@@ -200,13 +200,14 @@ describe('resolving references', () => {
 describe('the import plan', () => {
   it('a name the person has is skipped, so a second import adds nothing; duplicates are skipped with where the kept one is', () => {
     const config = parseFixture('claude.json');
-    const servers = resolveServers(config, ctx({ SHOP_DATABASE_URL: 'u', STRIPE_SECRET_KEY: 's' }));
-    const first = planImport(servers, config.duplicates, ['unrelated']);
+    const first = planImport(config, ['unrelated']);
     expect(first.add.map((s) => s.name)).toEqual(['sequential-thinking', 'sentry', 'shop-db', 'stripe']);
-    expect(first.skip).toEqual([{ name: 'sentry', where: 'projects["/home/sam/src/blog"].mcpServers.sentry', reason: 'duplicate', kept: 'mcpServers.sentry' }]);
-    const second = planImport(servers, config.duplicates, first.add.map((s) => s.name));
+    expect(first.skip).toMatchObject([{ server: { name: 'sentry', where: 'projects["/home/sam/src/blog"].mcpServers.sentry' }, reason: 'duplicate', kept: 'mcpServers.sentry' }]);
+    const second = planImport(config, first.add.map((s) => s.name));
     expect(second.add).toEqual([]);
-    expect(second.skip.filter((s) => s.reason === 'exists').map((s) => s.name)).toEqual(['sequential-thinking', 'sentry', 'shop-db', 'stripe']);
+    expect(second.skip.filter((s) => s.reason === 'exists').map((s) => s.server.name)).toEqual(['sequential-thinking', 'sentry', 'shop-db', 'stripe']);
+    // only what is added is resolved: the second import needs none of the variables
+    expect(resolveServers({ ...config, servers: second.add }, ctx({}))).toEqual([]);
   });
 
   it('bodies in the command and the HTTP form; what is shown names secrets, never their values', () => {
@@ -283,7 +284,7 @@ describe('the export', () => {
     expect(exportConfig('claude-desktop', instances.slice(0, 1), null)).toEqual({ mcpServers: { files: { command: 'npx', args: ['mcp-remote', instances[0].proxy_url] } } });
     expect(exportConfig('claude-desktop', instances.slice(0, 1), 'svc_k')).toEqual({
       mcpServers: {
-        files: { command: 'npx', args: ['mcp-remote', instances[0].proxy_url, '--header', 'Authorization:${SVC_AUTH_HEADER}'], env: { SVC_AUTH_HEADER: 'Bearer svc_k' } },
+        files: { command: 'npx', args: ['mcp-remote', instances[0].proxy_url, '--header', 'Authorization:${AUTH_HEADER}'], env: { AUTH_HEADER: 'Bearer svc_k' } },
       },
     });
     const lan = exportConfig('claude-desktop', [{ name: 'x', proxy_url: 'http://192.168.1.5:7878/svc/v1/apps/mcps/i/mcp' }], null) as { mcpServers: { x: { args: string[] } } };

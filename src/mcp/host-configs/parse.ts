@@ -53,6 +53,7 @@ export interface DuplicateServer {
   name: string;
   where: string;
   kept: string;
+  server: HostServer;
 }
 
 export interface HostConfig {
@@ -191,7 +192,7 @@ export function parseHostConfig(text: string, file: string): HostConfig {
       const server = readServer(key, at, raw, problems);
       if (!server) continue;
       const kept = servers.find((s) => s.name === server.name);
-      if (kept) duplicates.push({ name: server.name, where: at, kept: kept.where });
+      if (kept) duplicates.push({ name: server.name, where: at, kept: kept.where, server });
       else servers.push(server);
     }
   }

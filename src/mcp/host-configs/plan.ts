@@ -4,7 +4,7 @@
  * step with src/mcp/schemas.ts, without loading zod into the CLI), so one that would be refused
  * stops the import before the first is added. Pure.
  */
-import { type CommandEntry, HostConfigError, type HostServer, member, type RemoteEntry } from './parse.js';
+import { type CommandEntry, type HostConfig, HostConfigError, type HostServer, member, type RemoteEntry } from './parse.js';
 
 // The daemon's bounds (src/mcp/schemas.ts, src/http/urls.ts).
 const MAX_URL_LENGTH = 2048;
@@ -79,28 +79,30 @@ export function instanceBody(s: HostServer): Record<string, unknown> {
 }
 
 export interface Skipped {
-  name: string;
-  where: string;
+  server: HostServer;
   reason: 'exists' | 'duplicate';
   /** for a duplicate: where the entry of that name that was kept is */
   kept?: string;
 }
 
 export interface ImportPlan {
-  /** the servers to add, resolved, in the file's order */
+  /** the servers to add, in the file's order */
   add: HostServer[];
   skip: Skipped[];
 }
 
-/** Which servers are added: those whose name none of the person's instances has (so a second import adds nothing). */
-export function planImport(servers: HostServer[], duplicates: { name: string; where: string; kept: string }[], existingNames: Iterable<string>): ImportPlan {
+/**
+ * Which servers are added: those whose name none of the person's instances has, so a second
+ * import adds nothing (and needs none of the variables the first one read).
+ */
+export function planImport(config: Pick<HostConfig, 'servers' | 'duplicates'>, existingNames: Iterable<string>): ImportPlan {
   const taken = new Set(existingNames);
   const plan: ImportPlan = { add: [], skip: [] };
-  for (const s of servers) {
-    if (taken.has(s.name)) plan.skip.push({ name: s.name, where: s.where, reason: 'exists' });
+  for (const s of config.servers) {
+    if (taken.has(s.name)) plan.skip.push({ server: s, reason: 'exists' });
     else plan.add.push(s);
   }
-  for (const d of duplicates) plan.skip.push({ name: d.name, where: d.where, reason: 'duplicate', kept: d.kept });
+  for (const d of config.duplicates) plan.skip.push({ server: d.server, reason: 'duplicate', kept: d.kept });
   return plan;
 }
 
