@@ -251,7 +251,7 @@ describe('svc mcp', () => {
 
     const piped = await svc(['mcp', 'list']);
     expect(piped.stdout).not.toContain('Bearer x');
-    expect(lines(piped.stdout).find((l) => l.startsWith(id))?.split('\t')).toEqual([id, 'files', 'http://127.0.0.1:9/other', `${daemon!.url}/svc/v1/apps/mcps/${id}/mcp`, 'yes', 'a,b', 'Authorization']);
+    expect(lines(piped.stdout).find((l) => l.startsWith(id))?.split('\t')).toEqual([id, 'files', 'http://127.0.0.1:9/other', `${daemon!.url}/svc/v1/apps/mcps/${id}/mcp`, 'yes', 'a,b', 'Authorization', 'http', '', '']);
 
     const enabledOf = async () => {
       const r = await svc(['mcp', 'list', '--json']);

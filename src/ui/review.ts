@@ -182,6 +182,9 @@ ${view.redirect_origin ? html`<p class="client" id="redirect-origin">Signs in fr
 }
 
 /** For a sign-in made for MCP instances: said before the click, approving without them denies it. */
+/** The command that adds an instance of a requested server: a command server (stdio://) is an admin's to add. */
+const addHint = (url: string) => (/^stdio:/i.test(url) ? `svc mcp add --name NAME --url ${url} -- COMMAND [ARG]...` : `svc mcp add --name NAME --url ${url}`);
+
 function signInNote(view: ReviewData) {
   const ids = view.sign_in_instance_ids ?? [];
   if (ids.length === 0) return '';
@@ -286,7 +289,7 @@ ${view.mcp_servers.length === 0
 ${view.mcp_servers.map((server, i) => {
   return html`<div class="server" role="group" aria-labelledby="server-${i}"><code class="url" id="server-${i}">${server.url}</code>
 ${server.instances.length === 0
-  ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>svc mcp add --url ${server.url}</code> and reload.</p>`
+  ? html`<p class="none">You have no instance of this server, so it cannot be shared. Add one with <code>${addHint(server.url)}</code> and reload.</p>`
   : html`<div class="choices">${server.instances.map(
       (m, j) => html`<label class="option${m.enabled ? '' : ' off'}" for="mcp-${i}-${j}"><input type="checkbox" name="mcp_${i}" id="mcp-${i}-${j}" value="${m.id}"${picked(m) ? html` checked` : ''}${m.enabled ? '' : html` disabled`}><span><strong>${m.name}</strong><small>${m.enabled ? '' : html`<span class="badge">Disabled</span> `}ID ${m.id.slice(0, 8)}</small></span></label>`,
     )}</div>${server.instances.map((m) => toolsBlock(m, opts.form ? picksOf(opts.form, m.id).picks : undefined))}`}

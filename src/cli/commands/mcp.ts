@@ -1,7 +1,9 @@
+import path from 'node:path';
 import type { Command } from 'commander';
+import { inert, relativeWhen } from '../../text.js';
 import { resolve, shortId } from '../ids.js';
 import { DaemonClient, usage } from '../client.js';
-import { type Output, printJson, printRows } from '../output.js';
+import { type Output, printFields, printJson, printRows, when } from '../output.js';
 import type { z } from 'zod';
 import type { mcpInstance } from '../../mcp/schemas.js';
 import { registerMcpHostConfigs } from './mcp-host-configs.js';
@@ -19,6 +21,69 @@ export function parseHeader(raw: string): { name: string; value: string } {
 
 const toolList = (raw: string) => raw.split(',').map((t) => t.trim()).filter(Boolean);
 
+/**
+ * One `--env`: `KEY=VALUE`, or `KEY` alone for the value of KEY in this shell's environment (so
+ * that a secret need not be typed on the command line).
+ */
+export function parseEnv(raw: string, env: Record<string, string | undefined>): { name: string; value: string } {
+  const at = raw.indexOf('=');
+  if (at === 0) throw usage(`--env takes KEY=VALUE (or KEY, for its value here), not "${inert(raw.slice(0, 40), 40)}".`);
+  if (at > 0) return { name: raw.slice(0, at), value: raw.slice(at + 1) };
+  const value = env[raw];
+  if (value === undefined) throw usage(`--env ${inert(raw, 100)}: there is no ${inert(raw, 100)} in this environment to take the value from (give --env ${inert(raw, 100)}=VALUE).`);
+  return { name: raw, value };
+}
+
+/** A command line as a person would type it: each word quoted when the shell would need it. */
+export function commandLine(command: string, args: string[]): string {
+  const word = (w: string) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`);
+  return inert([command, ...args].map(word).join(' '), 2000);
+}
+
+/** A command instance's processes in a few words: status, how many live, the last exit and when. */
+export function processesText(p: Instance['processes'], now = Date.now()): string {
+  if (!p) return '';
+  const parts = [p.status, `${p.live} live`];
+  const e = p.last_exit;
+  if (e) parts.push(`last exit: ${e.signal ? `signal ${e.signal}` : `code ${e.code}`} (${e.reason}) ${relativeWhen(e.at, now)}`);
+  return parts.join(', ');
+}
+
+interface AddOptions {
+  name: string;
+  url?: string;
+  header: string[];
+  env: string[];
+  cwd?: string;
+  allowTools?: string;
+  disabled?: boolean;
+  try: boolean;
+  json?: boolean;
+}
+
+/** The body `svc mcp add` sends: the command form when a command line follows `--`, the HTTP form otherwise. */
+export function addBody(opts: AddOptions, commandWords: string[], env: Record<string, string | undefined>, cwd: string): Record<string, unknown> {
+  const common = {
+    name: opts.name,
+    ...(opts.allowTools !== undefined ? { allow_tools: toolList(opts.allowTools) } : {}),
+    ...(opts.disabled ? { enabled: false } : {}),
+  };
+  if (commandWords.length === 0) {
+    if (!opts.url) throw usage('svc mcp add needs --url URL (an HTTP server), or -- COMMAND [ARG]... (a command server svc runs).');
+    if (opts.env.length > 0 || opts.cwd !== undefined) throw usage('--env and --cwd are for a command server: give its command line after --.');
+    return { ...common, url: opts.url, headers: opts.header.map(parseHeader) };
+  }
+  if (opts.header.length > 0) throw usage('--header is for an HTTP server; a command server takes --env KEY=VALUE.');
+  const [program, ...args] = commandWords;
+  const command = {
+    command: program,
+    args,
+    env: opts.env.map((e) => parseEnv(e, env)),
+    ...(opts.cwd !== undefined ? { cwd: path.resolve(cwd, opts.cwd) } : {}),
+  };
+  return { ...common, command, ...(opts.url ? { url: opts.url } : {}), ...(opts.try ? {} : { try: false }) };
+}
+
 export function registerMcp(program: Command, o: Output): void {
   const mcp = program
     .command('mcp')
@@ -29,7 +94,10 @@ export function registerMcp(program: Command, o: Output): void {
 Examples:
   $ svc mcp add --name files --url http://127.0.0.1:3001/mcp --header "Authorization: Bearer $TOKEN"
   $ svc mcp add --name search --url http://127.0.0.1:3002/mcp --allow-tools search,fetch
+  $ svc mcp add --name filesystem -- npx -y @modelcontextprotocol/server-filesystem ~/notes
+  $ svc mcp add --name github --env GITHUB_TOKEN -- github-mcp-server stdio
   $ svc mcp list --json
+  $ svc mcp show 9b1e...
   $ svc mcp disable 9b1e...
   $ svc mcp enable 9b1e...
   $ svc mcp allow-tools 9b1e... search,fetch
@@ -46,25 +114,29 @@ Examples:
 
   mcp
     .command('add')
-    .description('Register an MCP server instance (header values are stored encrypted, never shown again)')
+    .description('Register an MCP server: one at a URL, or (admins only) a command svc runs, after --; header and env values are stored encrypted, never shown again')
+    .argument('[command...]', 'after --: the command line of a command server (run with no shell)')
     .requiredOption('--name <name>', 'a name for you to recognise it')
-    .requiredOption('--url <url>', 'the MCP server URL (Streamable HTTP)')
+    .option('--url <url>', 'the MCP server URL (Streamable HTTP); for a command server, the URL apps name it by (default stdio://<name>)')
     .option('--header <"Name: value">', 'a header svc sends upstream (repeatable)', collect, [])
+    .option('--env <KEY=VALUE>', "a command server's variable (repeatable; KEY alone takes its value from this shell)", collect, [])
+    .option('--cwd <dir>', 'the directory a command server runs in')
     .option('--allow-tools <a,b>', 'only these tools are visible and callable')
     .option('--disabled', 'add it disabled')
+    .option('--no-try', "don't start a command server once to check it before adding it")
     .option('--json', 'machine-readable output')
-    .action(async (opts: { name: string; url: string; header: string[]; allowTools?: string; disabled?: boolean; json?: boolean }, cmd: Command) => {
-      const body = {
-        name: opts.name,
-        url: opts.url,
-        headers: opts.header.map(parseHeader),
-        ...(opts.allowTools !== undefined ? { allow_tools: toolList(opts.allowTools) } : {}),
-        ...(opts.disabled ? { enabled: false } : {}),
-      };
+    .action(async (commandWords: string[], opts: AddOptions, cmd: Command) => {
+      const body = addBody(opts, commandWords, o.env ?? process.env, process.cwd());
       const { body: res } = await (await connect(cmd)).request<{ instance: Instance }>('POST', '/svc/v1/mcps', body);
       if (opts.json) return printJson(o, res.instance);
-      o.out(`${res.instance.id}\n`);
-      o.err(`Added ${res.instance.name} (${res.instance.url}).\nMCP hosts connect to ${res.instance.proxy_url} (they sign in through svc).\n`);
+      const m = res.instance;
+      o.out(`${m.id}\n`);
+      if (m.command) {
+        const vars = m.command.env_names.length ? ` Its variables (${m.command.env_names.join(', ')}) are stored encrypted and never shown again.` : '';
+        o.err(`Added ${m.name}, a command server svc runs: ${commandLine(m.command.command, m.command.args)}.${vars}\nApps name it ${m.url}; MCP hosts connect to ${m.proxy_url} (they sign in through svc).\n`);
+        return;
+      }
+      o.err(`Added ${m.name} (${m.url}).\nMCP hosts connect to ${m.proxy_url} (they sign in through svc).\n`);
     });
 
   mcp
@@ -83,7 +155,22 @@ Examples:
         { header: 'enabled', value: (m) => (m.enabled ? 'yes' : 'no') },
         { header: 'tools', value: (m) => (m.allow_tools ? m.allow_tools.join(',') : 'all') },
         { header: 'headers', value: (m) => m.header_names.join(',') },
+        { header: 'transport', value: (m) => m.transport ?? 'http' },
+        // a command server's variables by name only: the values never leave svc
+        { header: 'env', value: (m) => (m.command ? m.command.env_names.join(',') : '') },
+        { header: 'processes', value: (m) => processesText(m.processes) },
       ]);
+    });
+
+  mcp
+    .command('show <id>')
+    .description('One instance: its URL, what it runs (a command server), and its processes')
+    .option('--json', 'machine-readable output')
+    .action(async (typed: string, opts: { json?: boolean }, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      const { body } = await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`);
+      if (opts.json) return printJson(o, body.instance);
+      printInstance(o, body.instance);
     });
 
   for (const [verb, enabled] of [
@@ -119,4 +206,35 @@ Examples:
     });
 
   registerMcpHostConfigs(mcp, o);
+}
+
+/** `svc mcp show`: one instance, field by field; env and header values are never in the answer. */
+function printInstance(o: Output, m: Instance): void {
+  const c = m.command;
+  const p = m.processes;
+  const e = p?.last_exit;
+  printFields(o, [
+    ['id', m.id],
+    ['name', m.name],
+    ['transport', m.transport ?? 'http'],
+    ['url', m.url],
+    ['proxy url', m.proxy_url],
+    ['enabled', m.enabled ? 'yes' : 'no'],
+    ['tools', m.allow_tools ? m.allow_tools.join(',') : 'all'],
+    ...(c
+      ? ([
+          ['command', commandLine(c.command, c.args)],
+          ['cwd', c.cwd ?? "svc's own"],
+          ['env', c.env_names.join(',')],
+        ] as [string, unknown][])
+      : ([['headers', m.header_names.join(',')]] as [string, unknown][])),
+    ...(p
+      ? ([
+          ['status', p.status],
+          ['live', p.live],
+          ['last exit', e ? `${e.signal ? `signal ${e.signal}` : `code ${e.code}`} (${e.reason}) ${when(o, e.at)}` : 'none'],
+        ] as [string, unknown][])
+      : []),
+    ['created', when(o, m.created_at)],
+  ]);
 }

@@ -45,6 +45,18 @@ describe('RequestDetail', () => {
     expect(frame).toContain('MCP servers: 2 requested, 1 instance selected');
   });
 
+  it("lists a command server's stdio:// URL with its instances, as any URL", () => {
+    const url = 'stdio://filesystem';
+    const data = review({
+      requested: { version: '1', mcp_servers: [{ url }] },
+      mcp_servers: [{ url, instances: [{ id: 'eeeeeeee-0000-4000-8000-000000000000', name: 'filesystem', url, enabled: true, selected: false }] }],
+    });
+    const lines = frameOf(props({ data })).split('\n');
+    const at = lines.findIndex((l) => l.trim() === url);
+    expect(at).toBeGreaterThan(0);
+    expect(lines[at + 1]).toMatch(/\[ \] filesystem {2}eeeeeeee$/);
+  });
+
   it('says when you may not raise the role, and when you own no instance of a URL', () => {
     const data = review({ max_grantable_role: 'scope_user_user', mcp_servers: [{ url: URL_A, instances: [] }] });
     const frame = frameOf(props({ data, role: 'scope_user_user' }));
