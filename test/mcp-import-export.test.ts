@@ -164,6 +164,16 @@ describe('svc mcp import', () => {
     expectNoneOf(Object.values(SECRETS), r.stdout, r.stderr, refused.stderr, await storeFilesText(d.dataDir));
   });
 
+  it('a command server svc can start is added as the file gives it, tried once unless --no-try says not to', async () => {
+    const file = path.join(root, 'runnable.json');
+    const everything = path.join(REPO, 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js');
+    await writeFile(file, JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [everything, 'stdio'], env: { MARKER: 'runnable-secret' } } } }));
+    const r = await svc(['mcp', 'import', file]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(byName(await mine()).everything).toMatchObject({ transport: 'command', url: 'stdio://everything', command: { command: process.execPath, args: [everything, 'stdio'], env_names: ['MARKER'] } });
+    expectNoneOf(['runnable-secret'], r.stdout, r.stderr);
+  });
+
   it('a bad file is refused whole, naming the file and each entry: bad JSON, an unknown shape, a value the daemon would refuse', async () => {
     const bad = path.join(root, 'bad.json');
     await writeFile(bad, '{\n  "mcpServers": {\n    "a": { "command": "npx" }\n    "b": {}\n  }\n}\n');
