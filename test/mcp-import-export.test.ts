@@ -230,6 +230,15 @@ describe('svc mcp import', () => {
       expect(r.stderr).toContain('Only an admin can add command servers (svc runs them as its own OS user), and this file has 2: playwright, postgres. Nothing imported.');
       const pat = await new Api(d.url).login('pat', 'pw-pat-12345');
       expect((await pat.get('/svc/v1/mcps')).body.data).toEqual([]);
+      // remote servers are anyone's to add
+      const remote = path.join(root, 'remote-only.json');
+      await writeFile(remote, JSON.stringify({ mcpServers: { linear: { url: 'https://mcp.linear.app/sse' }, docs: { type: 'http', url: 'https://docs.example.com/mcp' } } }));
+      const ok = await svc(['mcp', 'import', remote]);
+      expect(ok.exitCode, ok.stderr).toBe(0);
+      expect(((await pat.get('/svc/v1/mcps')).body.data as any[]).map((m) => [m.name, m.transport])).toEqual([
+        ['linear', 'http'],
+        ['docs', 'http'],
+      ]);
     } finally {
       const back = await svc(['login', '--username', 'admin', '--password-stdin'], {}, `${d.adminPassword}\n`);
       expect(back.exitCode, back.stderr).toBe(0);
