@@ -296,18 +296,26 @@ describe('svc mcp export', () => {
     for (const k of keys) expect(k.mcp_servers).toEqual([{ url: upstream.url, instance_ids: [made.body.instance.id] }]);
   });
 
-  it('without --key, the URLs alone: the host gets svc\'s 401 and signs in', async () => {
-    await admin.post('/svc/v1/mcps', { name: 'notes', url: upstream.url });
-    const r = await svc(['mcp', 'export', '--for', 'cursor']);
+  it('without --key, the URLs alone: the host gets svc\'s 401 and signs in; --instance picks instances', async () => {
+    const notes = (await admin.post('/svc/v1/mcps', { name: 'notes', url: upstream.url })).body.instance;
+    await admin.post('/svc/v1/mcps', { name: 'other', url: upstream.url });
+    const all = await svc(['mcp', 'export', '--for', 'cursor']);
+    expect(Object.keys(JSON.parse(all.stdout).mcpServers)).toEqual(['notes', 'other']);
+    const r = await svc(['mcp', 'export', '--for', 'cursor', '--instance', notes.id.slice(0, 8)]);
     expect(r.exitCode, r.stderr).toBe(0);
+    expect(Object.keys(JSON.parse(r.stdout).mcpServers)).toEqual(['notes']);
     const entry = JSON.parse(r.stdout).mcpServers.notes;
+    expect(entry.url).toBe(notes.proxy_url);
     expect(entry).toEqual({ url: expect.stringMatching(/\/svc\/v1\/apps\/mcps\/[0-9a-f-]+\/mcp$/) });
     const res = await fetch(entry.url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }, body: '{}' });
     expect(res.status).toBe(401);
     expect(res.headers.get('www-authenticate')).toMatch(/^Bearer .*resource_metadata="/);
     expect(r.stderr).toContain('signs in through svc');
 
-    await admin.delete(`/svc/v1/mcps/${(await mine())[0].id}`);
+    const unknown = await svc(['mcp', 'export', '--for', 'cursor', '--instance', '00000000-0000-4000-8000-000000000000']);
+    expect(unknown.exitCode).toBe(1);
+    expect(unknown.stderr).toContain('No MCP instance of yours has the id 00000000-0000-4000-8000-000000000000');
+    for (const m of await mine()) await admin.delete(`/svc/v1/mcps/${m.id}`);
     const empty = await svc(['mcp', 'export', '--for', 'vscode']);
     expect(empty.exitCode).toBe(1);
     expect(empty.stderr).toContain('You have no MCP instances to export');

@@ -18,7 +18,7 @@ import { resolveServers } from '../../mcp/host-configs/resolve.js';
 import type { mcpInstance } from '../../mcp/schemas.js';
 import { DaemonClient, usage } from '../client.js';
 import { CliError, EXIT, exitCodeFor } from '../errors.js';
-import { shortId } from '../ids.js';
+import { resolveId, shortId } from '../ids.js';
 import { inert } from '../../text.js';
 import { type Output, printJson, printRows } from '../output.js';
 
@@ -222,11 +222,21 @@ async function makeKey(client: DaemonClient, host: ExportHost, instances: Instan
   return body;
 }
 
+/** The instances `--instance` names (ids or unique prefixes, as every command takes them), or all of them. */
+async function chosenInstances(all: Instance[], typed: string[]): Promise<Instance[]> {
+  if (typed.length === 0) return all;
+  const ids = new Set(typed.map((t) => resolveId(t, all.map((m) => m.id), 'MCP instance')));
+  const unknown = [...ids].filter((id) => !all.some((m) => m.id === id));
+  if (unknown.length > 0) throw new CliError(`No MCP instance of yours has the id ${unknown.join(', ')} (\`svc mcp list\` shows yours).`);
+  return all.filter((m) => ids.has(m.id));
+}
+
 function registerExport(mcp: Command, o: Output): void {
   mcp
     .command('export')
     .description("Print the config an MCP host needs to reach your enabled instances through svc (each one's proxy URL)")
     .addOption(new Option('--for <host>', 'the host the config is for').choices(EXPORT_HOSTS).makeOptionMandatory())
+    .option('--instance <id>', 'only this instance (its id or a unique prefix; repeatable); default: every enabled one', (v: string, prev: string[] = []) => [...prev, v], [])
     .option('--key', 'make an API key for these instances and put it in the headers (it is in the output only; without it the host signs in through svc)')
     .addHelpText(
       'after',
@@ -235,17 +245,18 @@ Examples:
   $ svc mcp export --for cursor > ~/.cursor/mcp.json        # the host signs in through svc
   $ svc mcp export --for claude-code --key > .mcp.json      # with an API key (keep the file private)
   $ svc mcp export --for claude-desktop --key               # npx mcp-remote <proxy URL>, for stdio-only hosts
-  $ svc mcp export --for vscode
+  $ svc mcp export --for vscode --instance 9b1e...
 `,
     )
-    .action(async (opts: { for: ExportHost; key?: boolean }, cmd: Command) => {
+    .action(async (opts: { for: ExportHost; instance: string[]; key?: boolean }, cmd: Command) => {
       const client = await DaemonClient.connect(cmd.optsWithGlobals(), o.env, o.err);
       const { body } = await client.request<{ data: Instance[] }>('GET', '/svc/v1/mcps');
-      const enabled = body.data.filter((m) => m.enabled);
-      if (enabled.length === 0) throw new CliError(body.data.length === 0 ? 'You have no MCP instances to export: add some with `svc mcp add` or `svc mcp import`.' : 'None of your MCP instances is enabled: `svc mcp enable ID` first.');
+      const chosen = await chosenInstances(body.data, opts.instance);
+      const enabled = chosen.filter((m) => m.enabled);
+      if (enabled.length === 0) throw new CliError(body.data.length === 0 ? 'You have no MCP instances to export: add some with `svc mcp add` or `svc mcp import`.' : 'None of these MCP instances is enabled: `svc mcp enable ID` first.');
       const key = opts.key ? await makeKey(client, opts.for, enabled) : null;
       printJson(o, exportConfig(opts.for, enabled.map((m) => ({ name: m.name, proxy_url: m.proxy_url })), key?.key ?? null));
-      const off = body.data.length - enabled.length;
+      const off = chosen.length - enabled.length;
       const skipped = off > 0 ? ` (${off} disabled left out)` : '';
       const how = key
         ? `It holds API key ${key.id}, shown only here${opts.for === 'claude-desktop' ? ` (in each entry's ${AUTH_HEADER_VARIABLE})` : ''}: keep the file private; \`svc keys revoke ${key.id}\` ends it.`
