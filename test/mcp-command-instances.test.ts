@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api, createBody, expectErrorShape } from './helpers/http.js';
+import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { storedOnDisk } from './helpers/store.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -145,6 +146,33 @@ describe('a command instance is granted by its URL like any other', () => {
     expect((await admin.get(`/svc/v1/access-requests/${req.body.id}/review`)).body.approved.mcp_servers).toEqual([{ url: 'stdio://filesystem', instance_ids: [instanceId] }]);
   });
 
+  it("an MCP host's sign-in for its proxy URL asks for stdio://filesystem, shows it for review, and its token is for that proxy URL on a grant of the instance", async () => {
+    const { clientId, secret } = await registerClient(admin, { name: 'Host App' });
+    const config = await oidcConfig(d, clientId, secret);
+    const resource = `${d.url}/svc/v1/apps/mcps/${instanceId}/mcp`;
+    let reviewed = false;
+    const { tokens, error } = await authorize(config, admin, 'scope_user_user', { resource }, undefined, async (id) => {
+      const review = await admin.get(`/svc/v1/access-requests/${id}/review`);
+      expect(review.body.requested.mcp_servers).toEqual([{ url: 'stdio://filesystem' }]);
+      expect(review.body.mcp_servers[0].instances).toEqual([expect.objectContaining({ id: instanceId })]);
+      const page = await admin.get(`/ui/apps/access-requests/review?id=${id}`);
+      expect(page.text).toContain('stdio://filesystem');
+      const approved = await admin.put(`/svc/v1/access-requests/${id}/approve`, {
+        approved_role: 'scope_user_user',
+        approved: { version: '1', mcp_servers: [{ url: 'stdio://filesystem', instance_ids: [instanceId] }] },
+      });
+      expect(approved.status, approved.text).toBe(200);
+      reviewed = true;
+    });
+    expect(error).toBeUndefined();
+    expect(reviewed).toBe(true);
+    // the token is the proxy URL's, on a grant of that instance by its stdio:// URL
+    const claims = JSON.parse(Buffer.from(tokens!.access_token.split('.')[1], 'base64url').toString('utf8')) as { aud: string | string[] };
+    expect([claims.aud].flat()).toContain(resource);
+    const grants = (await admin.get('/svc/v1/access-requests?status=approved')).body.data as { app_client_id: string; approved: { mcp_servers: unknown[] } | null }[];
+    expect(grants.find((g) => g.app_client_id === clientId)?.approved?.mcp_servers).toEqual([{ url: 'stdio://filesystem', instance_ids: [instanceId] }]);
+  });
+
   it('an unknown stdio URL gets the admin-only add hint on the review page, escaped', async () => {
     const req = await new Api(d.url).post('/svc/v1/apps/request-access', createBody({ requested: { version: '1', mcp_servers: [{ url: 'stdio://nothing-here' }] } }));
     const page = await admin.get(`/ui/apps/access-requests/review?id=${req.body.id}`);
@@ -229,7 +257,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
       [['mcp', 'add', '--name', 'z'], /--url URL .* -- COMMAND/],
       [['mcp', 'add', '--name', 'z', '--header', 'A: b', '--', 'srv'], /--header is for an HTTP server/],
       [['mcp', 'add', '--name', 'z', '--url', 'http://127.0.0.1:9/mcp', '--env', 'A=b'], /--env and --cwd are for a command server/],
-      [['mcp', 'add', '--name', 'z', '--env', '=b', '--', 'srv'], /--env takes KEY=VALUE/],
+      [['mcp', 'add', '--name', 'z', '--env', '=b', '--', 'srv'], /--env takes KEY=VALUE.*name before "=" is missing/],
     ] as [string[], RegExp][]) {
       const r = await svc(args);
       expect(r.exitCode, args.join(' ')).toBe(2);

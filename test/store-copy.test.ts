@@ -180,6 +180,32 @@ describe.skipIf(!available)("svc store copy: a data dir's store into a team's Po
     expect(await databaseContents(database)).toEqual(before);
   }, 90_000);
 
+  it("moves a command MCP instance: its env values sealed again with the team's key, its command and URL as they were", async () => {
+    const marker = `env-only-svc-knows-${randomBytes(6).toString('hex')}`;
+    const dataDir = await tempDir();
+    running.push({ stop: () => rm(dataDir, { recursive: true, force: true }) });
+    const file = await startTestDaemon({ dataDir });
+    running.push({ stop: () => file.close() });
+    const admin = await new Api(file.url).login('admin', file.adminPassword);
+    const made = await admin.post('/svc/v1/mcps', { name: 'Filesystem', command: { command: 'npx', args: ['-y', 'server-filesystem', '/srv'], env: [{ name: 'FS_TOKEN', value: marker }], cwd: '/srv' } });
+    expect(made.status, made.text).toBe(201);
+    const id = made.body.instance.id as string;
+    await file.close();
+    const database = await pgServer.createDatabase();
+    const copied = await runSvcInProcess(['store', 'copy', '--to', database, '--data-dir', dataDir], { env: cleanEnv({ SVC_MASTER_KEY: teamKey }) });
+    expect(copied.exitCode, copied.stderr).toBe(0);
+    expect(JSON.stringify(await databaseContents(database))).not.toContain(marker);
+    const team = await startTestDaemon({ dataDir, config: { database: new Secret(database), masterKey: { value: new Secret(teamKey) } } });
+    running.push(team);
+    const onTeam = await new Api(team.url).login('admin', file.adminPassword);
+    const answer = await onTeam.get(`/svc/v1/mcps/${id}`);
+    expect(answer.body.instance).toMatchObject({ url: 'stdio://filesystem', transport: 'command', command: { command: 'npx', args: ['-y', 'server-filesystem', '/srv'], env_names: ['FS_TOKEN'], cwd: '/srv' } });
+    expect(answer.text).not.toContain(marker);
+    // the team replica opens the value with the team's key, as it would to start the process
+    const record = (await team.deps.repos.mcpInstances.get(id))!;
+    expect(team.app.instances.openEnv(record)).toEqual({ FS_TOKEN: marker });
+  }, 90_000);
+
   it('waits for a replica in the middle of its first start on the same database, then finds its store and refuses, writing nothing', async () => {
     const dataDir = await tempDir();
     running.push({ stop: () => rm(dataDir, { recursive: true, force: true }) });

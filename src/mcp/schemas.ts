@@ -61,7 +61,7 @@ const commandInstanceBody = z
   .strictObject({
     name: instanceName,
     command: commandSpecBody,
-    url: mcpServerUrl.optional().describe('The URL apps name it by (never fetched); default stdio://<the name, lowercased, other characters as ->'),
+    url: mcpServerUrl.optional().describe('The URL apps name it by, never fetched: http(s), or stdio://NAME; default stdio:// and the name lowercased, each run of other characters than a-z and 0-9 one -'),
     allow_tools: allowTools.optional(),
     enabled: z.boolean().optional(),
     try: tryOnce,

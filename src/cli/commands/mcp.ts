@@ -27,7 +27,8 @@ const toolList = (raw: string) => raw.split(',').map((t) => t.trim()).filter(Boo
  */
 export function parseEnv(raw: string, env: Record<string, string | undefined>): { name: string; value: string } {
   const at = raw.indexOf('=');
-  if (at === 0) throw usage(`--env takes KEY=VALUE (or KEY, for its value here), not "${inert(raw.slice(0, 40), 40)}".`);
+  // the value may be a secret: never repeated back
+  if (at === 0) throw usage('--env takes KEY=VALUE (or KEY alone, for its value in this shell): the name before "=" is missing.');
   if (at > 0) return { name: raw.slice(0, at), value: raw.slice(at + 1) };
   const value = env[raw];
   if (value === undefined) throw usage(`--env ${inert(raw, 100)}: there is no ${inert(raw, 100)} in this environment to take the value from (give --env ${inert(raw, 100)}=VALUE).`);
