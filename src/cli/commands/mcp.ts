@@ -9,6 +9,7 @@ import type { mcpInstance } from '../../mcp/schemas.js';
 import { secretFromStdin } from '../prompt.js';
 import { CliError } from '../errors.js';
 import { browserCommand, launch } from './open.js';
+import { registerMcpHostConfigs } from './mcp-host-configs.js';
 
 /** as the API answers it (the route's own schema; type-only, so the CLI never loads zod) */
 type Instance = z.infer<typeof mcpInstance>;
@@ -260,6 +261,8 @@ Examples:
       await client.request('DELETE', `/svc/v1/mcps/${enc(id)}`);
       o.err(`Removed ${id}.\n`);
     });
+
+  registerMcpHostConfigs(mcp, o);
 }
 
 /** `svc mcp show`: one instance, field by field; env and header values are never in the answer. */
