@@ -82,6 +82,10 @@ const describeReq = (req: Req, res?: Res) => {
 };
 
 /** decisions: Errors: every error from /svc/v1 and /v1 is JSON in the OpenAI shape. */
+const isAnthropicError = (body: unknown): boolean => {
+  const b = body as { type?: unknown; error?: { type?: unknown; message?: unknown } } | null;
+  return b?.type === 'error' && typeof b.error?.type === 'string' && typeof b.error.message === 'string';
+};
 const ERROR_SHAPED = /^\/(svc\/)?v1(\/|$|\?)/;
 
 let previous = '';
@@ -94,7 +98,9 @@ async function probe(req: Req): Promise<Res> {
   previous = describeReq(req, res).slice(0, 400);
   expect(res.status, what).toBeLessThan(500);
   if (ERROR_SHAPED.test(req.path) && res.status >= 400 && req.method !== 'HEAD') {
-    expect(expectErrorShape(res.json), `error shape: ${what}`).toBe(true);
+    // the Messages API paths answer in Anthropic's error shape, as its SDKs read it
+    const anthropic = /^\/v1\/messages(\/|$|\?)/.test(req.path);
+    expect(anthropic ? isAnthropicError(res.json) : expectErrorShape(res.json), `error shape: ${what}`).toBe(true);
   }
   const after = memorySnapshot();
   if (res.status >= 400) expect(after, `a rejected request changed the store: ${what}`).toBe(before);
@@ -622,7 +628,9 @@ describe('bad input against every endpoint', () => {
         // (node:http replaces an empty Host with its own; header whitespace is not part of a value)
         if (h.Host !== undefined && h.Host.trim() !== '' && !allowedHosts.has(h.Host.trim().toLowerCase())) {
           expect(res.status, `unknown Host ${JSON.stringify(h.Host)}`).toBe(400);
-          expect(res.json.error.code).toBe('invalid_host');
+          // Anthropic's error shape (the Messages paths) has no code: its message says it
+          if (/^\/v1\/messages/.test(p)) expect(res.json.error.type).toBe('invalid_request_error');
+          else expect(res.json.error.code).toBe('invalid_host');
         }
       }),
       { numRuns: 700 },

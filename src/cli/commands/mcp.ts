@@ -193,6 +193,47 @@ Examples:
       printInstance(o, body.instance);
     });
 
+  for (const [verb, enabled] of [
+    ['enable', true],
+    ['disable', false],
+  ] as const) {
+    mcp
+      .command(`${verb} <id>`)
+      .description(`${verb === 'enable' ? 'Enable' : 'Disable'} an instance`)
+      .action(async (typed: string, _opts, cmd: Command) => {
+        const { client, id } = await target(cmd, typed);
+        await client.request('PATCH', `/svc/v1/mcps/${enc(id)}`, { enabled });
+        o.err(`${verb === 'enable' ? 'Enabled' : 'Disabled'} ${id}.\n`);
+      });
+  }
+
+  mcp
+    .command('allow-tools <id> <tools>')
+    .description('Set the tool allow-list ("a,b"; "*" allows every tool)')
+    .action(async (typed: string, tools: string, _opts, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      await client.request('PATCH', `/svc/v1/mcps/${enc(id)}`, { allow_tools: tools.trim() === '*' ? null : toolList(tools) });
+      o.err(`Updated ${id}.\n`);
+    });
+
+  mcp
+    .command('remove <id>')
+    .description('Remove an instance')
+    .action(async (typed: string, _opts, cmd: Command) => {
+      const { client, id } = await target(cmd, typed);
+      await client.request('DELETE', `/svc/v1/mcps/${enc(id)}`);
+      o.err(`Removed ${id}.\n`);
+    });
+
+  registerMcpSignIn(mcp, o, target);
+  registerMcpHostConfigs(mcp, o);
+}
+
+type Target = (cmd: Command, typed: string) => Promise<{ client: DaemonClient; id: string }>;
+
+/** `svc mcp login` and `logout`: the sign-in svc holds for a server that uses OAuth. */
+function registerMcpSignIn(mcp: Command, o: Output, target: Target): void {
+  const enc = encodeURIComponent;
   mcp
     .command('login <id>')
     .description('Sign in to an instance whose server uses OAuth: opens the sign-in in your browser, waits until it is connected')
@@ -229,40 +270,6 @@ Examples:
       const { body } = await client.request<{ revoked: boolean }>('POST', `/svc/v1/mcps/${enc(id)}/oauth/logout`);
       o.err(`Signed out of ${id}${body.revoked ? ' (revoked at the server)' : ''}.\n`);
     });
-
-  for (const [verb, enabled] of [
-    ['enable', true],
-    ['disable', false],
-  ] as const) {
-    mcp
-      .command(`${verb} <id>`)
-      .description(`${verb === 'enable' ? 'Enable' : 'Disable'} an instance`)
-      .action(async (typed: string, _opts, cmd: Command) => {
-        const { client, id } = await target(cmd, typed);
-        await client.request('PATCH', `/svc/v1/mcps/${enc(id)}`, { enabled });
-        o.err(`${verb === 'enable' ? 'Enabled' : 'Disabled'} ${id}.\n`);
-      });
-  }
-
-  mcp
-    .command('allow-tools <id> <tools>')
-    .description('Set the tool allow-list ("a,b"; "*" allows every tool)')
-    .action(async (typed: string, tools: string, _opts, cmd: Command) => {
-      const { client, id } = await target(cmd, typed);
-      await client.request('PATCH', `/svc/v1/mcps/${enc(id)}`, { allow_tools: tools.trim() === '*' ? null : toolList(tools) });
-      o.err(`Updated ${id}.\n`);
-    });
-
-  mcp
-    .command('remove <id>')
-    .description('Remove an instance')
-    .action(async (typed: string, _opts, cmd: Command) => {
-      const { client, id } = await target(cmd, typed);
-      await client.request('DELETE', `/svc/v1/mcps/${enc(id)}`);
-      o.err(`Removed ${id}.\n`);
-    });
-
-  registerMcpHostConfigs(mcp, o);
 }
 
 /** `svc mcp show`: one instance, field by field; env and header values are never in the answer. */
