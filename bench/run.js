@@ -19,7 +19,8 @@ const args = process.argv.slice(2);
 // `--store` runs the store-growth benchmark alone; it takes a few minutes.
 // `--streams` opens 2,000 (STREAMS=N) MCP GET streams through svc; alone too.
 // `--team` runs a team server (PostgreSQL) against the file store; it starts a PostgreSQL cluster.
-const ALONE = ['soak', 'store', 'streams', 'team'];
+// `--stages` prints the hot-path budget: each stage's CPU per call, built up piece by piece.
+const ALONE = ['soak', 'store', 'streams', 'team', 'stages'];
 const wanted = ALONE.find((a) => args.includes(`--${a}`)) ? [ALONE.find((a) => args.includes(`--${a}`))] : args;
 const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && !ALONE.includes(w));
 if (unknown.length) {

@@ -1,0 +1,125 @@
+// The hot-path budget (`npm run bench -- --stages`): what each stage of a /v1 chat call and of an
+// MCP tools/call costs in CPU, read by building the pieces up. Each stage is a server of its own
+// process, all in front of the same upstream, called in turn one request at a time (interleaved,
+// so all see the same machine), and each one's CPU (user + system, from /proc) is divided by the
+// calls it served. A stage's cost is its figure minus the one before it.
+import { createServer } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { fmt, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+
+export const name = 'stages';
+export const description = 'CPU per call of each stage of the hot path, built up piece by piece (interleaved, one in flight)';
+
+const chatBody = JSON.stringify({ model: 'bench-model', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] });
+const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } });
+const mcpHeaders = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' };
+const json = { 'Content-Type': 'application/json' };
+
+/** CPU time (user + system) a process has used so far, in µs, from /proc (Linux). */
+function cpuUs(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function stageServer(stage, upstream) {
+  const port = await freePort();
+  const proc = await startProcess(['bench/lib/stage-server.js', stage], { env: { UPSTREAM: upstream, STAGE_PORT: String(port) } });
+  return { proc, pid: proc.child.pid, url: `http://127.0.0.1:${port}/v1/chat/completions` };
+}
+
+/** The stages of each path, in build-up order, each `{ label, pid, url, headers, body }`. */
+async function startStages(chatUpstream, mcpUpstream, closers) {
+  const floorProc = await startProcess(['bench/lib/floor-proxy.js'], { env: { UPSTREAM: chatUpstream } });
+  closers.push(() => stop(floorProc.child));
+  const undici = await stageServer('undici', chatUpstream);
+  const koa = await stageServer('koa', chatUpstream);
+  const common = await stageServer('koa+common', chatUpstream);
+  closers.push(() => stop(undici.proc.child), () => stop(koa.proc.child), () => stop(common.proc.child));
+  const off = await startSvcWithToken({ upstreamUrl: chatUpstream, mcpUrl: mcpUpstream, env: { SVC_ACTIVITY: '0' } });
+  closers.push(() => off.close());
+  const on = await startSvcWithToken({ upstreamUrl: chatUpstream, mcpUrl: mcpUpstream });
+  closers.push(() => on.close());
+  const messages = await startSvcWithToken({ upstreamUrl: chatUpstream });
+  closers.push(() => messages.close());
+  const mcpFloorProc = await startProcess(['bench/lib/floor-proxy.js'], { env: { UPSTREAM: new URL(mcpUpstream).origin } });
+  closers.push(() => stop(mcpFloorProc.child));
+  const bearer = (svc) => ({ ...json, Authorization: `Bearer ${svc.token}` });
+  const mcpOf = (svc) => ({ url: `${svc.base}/svc/v1/apps/mcps/${svc.instanceId}/mcp`, headers: { ...mcpHeaders, Authorization: `Bearer ${svc.token}` }, body: mcpBody });
+  return {
+    chat: [
+      { label: 'floor proxy (node:http pass-through)', pid: floorProc.child.pid, url: `http://127.0.0.1:${floorProc.match[1]}/chat/completions`, headers: json, body: chatBody },
+      { label: '+ undici client, body and answer parsed', pid: undici.pid, url: undici.url, headers: json, body: chatBody },
+      { label: '+ Koa and @koa/router', pid: koa.pid, url: koa.url, headers: json, body: chatBody },
+      { label: "+ svc's common middleware", pid: common.pid, url: common.url, headers: json, body: chatBody },
+      { label: '+ Bearer, grant, limits, validation, forward (svc, activity off)', pid: off.pid, url: `${off.base}/v1/chat/completions`, headers: bearer(off), body: chatBody },
+      { label: '+ activity recording (svc as shipped)', pid: on.pid, url: `${on.base}/v1/chat/completions`, headers: bearer(on), body: chatBody },
+    ],
+    messages: [{ label: '/v1/messages translated (svc as shipped)', pid: messages.pid, url: `${messages.base}/v1/messages`, headers: bearer(messages), body: chatBody }],
+    mcp: [
+      { label: 'floor proxy (node:http pass-through)', pid: mcpFloorProc.child.pid, url: `http://127.0.0.1:${mcpFloorProc.match[1]}/mcp`, headers: mcpHeaders, body: mcpBody },
+      { label: '+ svc, activity off', pid: off.pid, ...mcpOf(off) },
+      { label: '+ activity recording (svc as shipped)', pid: on.pid, ...mcpOf(on) },
+    ],
+  };
+}
+
+/** Calls every stage in turn, `rounds` times; answers each one's CPU per call in µs. */
+async function cpuPerCall(stages, rounds) {
+  const before = stages.map((s) => cpuUs(s.pid));
+  for (let i = 0; i < rounds; i++) {
+    for (const s of stages) {
+      const r = await request(s.url, { method: 'POST', headers: s.headers, body: s.body });
+      if (r.status !== 200) throw new Error(`stage "${s.label}" answered ${r.status}`);
+    }
+  }
+  return stages.map((s, i) => (cpuUs(s.pid) - before[i]) / rounds);
+}
+
+function printTable(report, title, stages, perCall, baseline = 0) {
+  report.line(`  ${title}`);
+  report.line(`  ${'stage'.padEnd(66)} ${'µs/call'.padStart(8)} ${'added'.padStart(8)}`);
+  stages.forEach((s, i) => {
+    const added = i === 0 ? perCall[i] - baseline : perCall[i] - perCall[i - 1];
+    report.line(`  ${s.label.padEnd(66)} ${fmt(perCall[i], 1).padStart(8)} ${(i === 0 && !baseline ? '' : fmt(added, 1)).padStart(8)}`);
+  });
+}
+
+export default async function runStagesBench(report) {
+  const quick = process.env.BENCH_QUICK === '1';
+  const rounds = Number(process.env.STAGES_ROUNDS ?? (quick ? 1000 : 4000));
+  const closers = [];
+  const upstream = await startProcess(['bench/lib/upstream-server.js']);
+  closers.push(() => stop(upstream.child));
+  const mcp = await startProcess(['bench/lib/mcp-server.js']);
+  closers.push(() => stop(mcp.child));
+  try {
+    const chatUpstream = `http://127.0.0.1:${upstream.match[1]}/v1`;
+    const { chat, messages, mcp: mcpStages } = await startStages(chatUpstream, `http://127.0.0.1:${mcp.match[1]}/mcp`, closers);
+    // the MCP stages share two of the chat stages' daemons, so they are read in rounds of their own
+    const chatAll = [...chat, ...messages];
+    await cpuPerCall(chatAll, 500);
+    const chatCpu = await cpuPerCall(chatAll, rounds);
+    await cpuPerCall(mcpStages, 300);
+    const mcpCpu = await cpuPerCall(mcpStages, Math.round(rounds / 2));
+    report.line(`  ${rounds} interleaved chat rounds and ${Math.round(rounds / 2)} MCP rounds, one call in flight; CPU per call from /proc (10 ms ticks)`);
+    printTable(report, '/v1/chat/completions', chat, chatCpu.slice(0, chat.length));
+    const shipped = chatCpu[chat.length - 1];
+    report.line(`  ${messages[0].label.padEnd(66)} ${fmt(chatCpu[chat.length], 1).padStart(8)} ${fmt(chatCpu[chat.length] - shipped, 1).padStart(8)} (over chat)`);
+    printTable(report, 'MCP tools/call', mcpStages, mcpCpu);
+    return [];
+  } finally {
+    for (const close of closers.reverse()) await close().catch(() => undefined);
+  }
+}
