@@ -7,7 +7,8 @@
  * as one public URL that moves from the old daemon to the team (tokens name their issuer).
  */
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import OpenAI from 'openai';
@@ -204,6 +205,35 @@ describe.skipIf(!available)("svc store copy: a data dir's store into a team's Po
     // the team replica opens the value with the team's key, as it would to start the process
     const record = (await team.deps.repos.mcpInstances.get(id))!;
     expect(team.app.instances.openEnv(record)).toEqual({ FS_TOKEN: marker });
+  }, 90_000);
+
+  it("carries each limited grant's tokens spent today, and refuses a damaged count file, writing nothing", async () => {
+    const dataDir = await tempDir();
+    running.push({ stop: () => rm(dataDir, { recursive: true, force: true }) });
+    const file = await startTestDaemon({ dataDir });
+    await file.close();
+    const today = new Date().toISOString().slice(0, 10);
+    await writeFile(path.join(dataDir, 'grant-days.json'), `${JSON.stringify({ version: 1, days: { ar_spent: { day: today, tokens: 1234 } } })}\n`);
+    const damagedAt = await pgServer.createDatabase();
+    await writeFile(path.join(dataDir, 'grant-days.json'), '{"version":1,"days":{"ar_spent":{"day":');
+    const before = await databaseContents(damagedAt);
+    const refused = await runSvcInProcess(['store', 'copy', '--to', damagedAt, '--data-dir', dataDir], { env: cleanEnv({ SVC_MASTER_KEY: teamKey }) });
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.stderr).toMatch(/grant-days\.json/);
+    expect(await databaseContents(damagedAt)).toEqual(before);
+
+    await writeFile(path.join(dataDir, 'grant-days.json'), `${JSON.stringify({ version: 1, days: { ar_spent: { day: today, tokens: 1234 } } })}\n`);
+    const database = await pgServer.createDatabase();
+    const copied = await runSvcInProcess(['store', 'copy', '--to', database, '--data-dir', dataDir], { env: cleanEnv({ SVC_MASTER_KEY: teamKey }) });
+    expect(copied.exitCode, copied.stderr).toBe(0);
+    const client = new pg.Client(database);
+    await client.connect();
+    try {
+      const rows = (await client.query('SELECT grant_id, day, day_tokens::int AS tokens FROM grant_usage')).rows;
+      expect(rows).toEqual([{ grant_id: 'ar_spent', day: today, tokens: 1234 }]);
+    } finally {
+      await client.end();
+    }
   }, 90_000);
 
   it('waits for a replica in the middle of its first start on the same database, then finds its store and refuses, writing nothing', async () => {

@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { CopyError, imageCounts, readImage, resealImage, type StoreImage, writeImage } from './copy-image.js';
+import { LocalGrantUsage } from './grant-days.js';
 import { SecretBox } from './crypto.js';
 import { lockDataDir } from './lock.js';
 import { checkStoreKey, type Keychain, resolveMasterKey } from './master-key.js';
@@ -46,9 +47,11 @@ export async function copyDataDirToDatabase(opts: CopyOptions): Promise<CopySumm
   const lock = await lockDataDir(opts.dataDir, { recordPid: false });
   try {
     const image = await readResealed(opts);
+    const spent = await readSpentDays(opts.dataDir);
     const target = await opts.openTarget();
     try {
       await writeImage(target.repos, image, target.where);
+      await carrySpentDays(target, spent);
     } finally {
       await target.close();
     }
@@ -71,5 +74,29 @@ async function readResealed(opts: CopyOptions): Promise<StoreImage> {
     return resealImage(await readImage(repos, opts.dataDir), from, new SecretBox(opts.teamKey), { replica: opts.replica });
   } finally {
     await store.close();
+  }
+}
+
+/**
+ * The tokens each limited grant has spent on its day (`grant-days.json`, beside the store): a
+ * grant with a tokens-a-day limit must not find its day's budget whole again on the team. A file
+ * that cannot be read refuses the copy before anything is written.
+ */
+async function readSpentDays(dataDir: string): Promise<ReturnType<LocalGrantUsage['spentDays']>> {
+  let damage: Error | null = null;
+  const usage = await LocalGrantUsage.open(dataDir, (err) => {
+    damage ??= err;
+  });
+  if (damage) throw new CopyError(`Cannot read the grants' token counts for today: ${(damage as Error).message}. Move grant-days.json out of the data dir to copy without them.`);
+  return usage.spentDays();
+}
+
+async function carrySpentDays(target: CopyTarget, spent: ReturnType<LocalGrantUsage['spentDays']>): Promise<void> {
+  const usage = target.repos.grantUsage;
+  if (!usage) return;
+  try {
+    for (const d of spent) await usage.addTokens(d.grantId, d.day, d.tokens);
+  } catch (err) {
+    throw new CopyError(`The store was copied, but not the grants' token counts for today (${(err as Error).message}): grants with a tokens-a-day limit start today again from 0.`);
   }
 }

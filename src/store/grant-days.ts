@@ -128,6 +128,11 @@ export class LocalGrantUsage implements GrantUsageRepository {
     return n;
   }
 
+  /** Each grant's spent tokens on its day, as the file keeps them (what `svc store copy` carries to a team). */
+  spentDays(): { grantId: string; day: string; tokens: number }[] {
+    return [...this.days].filter(([, d]) => d.tokens > 0).map(([grantId, d]) => ({ grantId, day: d.day, tokens: d.tokens }));
+  }
+
   /** Writes the counts soon, after the write that runs now (if any). */
   private persist(): void {
     if (!this.file) return;
