@@ -101,6 +101,19 @@ describe.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0)('a dat
 
   // The socket of a data dir too deep for a socket path is in the runtime folder, which is
   // checked; the data dir, where daemon.json is, was not.
+  it('the offline commands (svc users passwd --offline, svc store copy) refuse one another user made, writing nothing', async () => {
+    const dataDir = await nobodysDataDir();
+    const before = await stateOf(dataDir);
+    const passwd = await runSvc(['users', 'passwd', 'admin', '--offline', '--password-stdin'], { env: envFor(dataDir), input: 'a-new-password-long-enough\n' });
+    expect(passwd.exitCode).not.toBe(0);
+    expect(passwd.stderr).toContain(dataDir);
+    expect(passwd.stderr).toMatch(/belongs to another user/);
+    const copy = await runSvc(['store', 'copy', '--to', 'postgres://svc@127.0.0.1:1/none'], { env: envFor(dataDir, { SVC_MASTER_KEY: randomBytes(32).toString('base64url') }) });
+    expect(copy.exitCode).not.toBe(0);
+    expect(copy.stderr).toMatch(/belongs to another user/);
+    expect(await stateOf(dataDir)).toEqual(before);
+  });
+
   it('svc status does not print the URL of a daemon.json planted in a data dir another user owns', async () => {
     const runtime = await tempDir();
     await chmod(runtime, 0o700);

@@ -131,11 +131,7 @@ export class DaemonClient {
       throw err;
     }
     // A daemon.json is believed only in a data dir of this user's own (see checkDataDir).
-    try {
-      await checkDataDir(config.dataDir, false);
-    } catch (err) {
-      throw new CliError(err instanceof UnsafeDataDirError ? err.message : `Cannot use the data dir ${config.dataDir}: ${(err as Error).message}`);
-    }
+    await requireOwnDataDir(config.dataDir);
     const info = await readDaemonInfo(config.dataDir);
     return new DaemonClient(config.dataDir, info, env, hint);
   }
@@ -247,4 +243,17 @@ export async function readDaemonInfo(dataDir: string): Promise<DaemonInfo | null
 
 export function usage(message: string): CliError {
   return new CliError(message, EXIT.usage);
+}
+
+/**
+ * Refuses a data dir that could be another user's (a link, someone else's, writable by others)
+ * before the CLI believes or changes anything in it, as `svc serve` does; a missing one passes
+ * (each command says what it needs of it).
+ */
+export async function requireOwnDataDir(dataDir: string): Promise<void> {
+  try {
+    await checkDataDir(dataDir, false);
+  } catch (err) {
+    throw new CliError(err instanceof UnsafeDataDirError ? err.message : `Cannot use the data dir ${dataDir}: ${(err as Error).message}`);
+  }
 }

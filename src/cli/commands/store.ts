@@ -5,7 +5,7 @@ import { CorruptStoreError, StoreUnavailableError } from '../../store/durable-fi
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
 import { DatabaseUnavailableError, isDatabaseUrl, redactDatabaseUrl } from '../../store/postgres/url.js';
-import { usage } from '../client.js';
+import { requireOwnDataDir, usage } from '../client.js';
 import { CliError } from '../errors.js';
 import type { Output } from '../output.js';
 
@@ -75,6 +75,7 @@ function copySettings(flags: Record<string, unknown>, env: NodeJS.ProcessEnv): C
 /** `svc store copy`: everything in the data dir's store into the team's database, or nothing. */
 async function copyStore(o: Output, opts: { to?: string; masterKeyFile?: string }, cmd: Command): Promise<void> {
   const { dataDir, url, keySource } = copySettings(cmd.optsWithGlobals(), o.env ?? process.env);
+  await requireOwnDataDir(dataDir);
   // Loaded here: the store, the PostgreSQL client and the downloads' naming are not for every CLI start.
   const [{ osKeychain, teamMasterKey }, { copyDataDirToDatabase }, { openCopyTarget }, { replicaOf }] = await Promise.all([
     import('../../store/master-key.js'),

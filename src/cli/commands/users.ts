@@ -5,7 +5,7 @@ import { AppError } from '../../errors.js';
 import { CorruptStoreError, FileWriteError, StoreUnavailableError } from '../../store/durable-file.js';
 import { DataDirLockedError } from '../../store/lock.js';
 import { MasterKeyError } from '../../store/master-key.js';
-import { DaemonClient, usage } from '../client.js';
+import { DaemonClient, requireOwnDataDir, usage } from '../client.js';
 import { CliError } from '../errors.js';
 import { type Output, printJson, printRows, when } from '../output.js';
 import { readSecret } from '../prompt.js';
@@ -100,6 +100,7 @@ async function passwdOffline(o: Output, name: string, opts: { passwordStdin?: bo
     if (err instanceof ConfigError) throw usage(err.message);
     throw err;
   }
+  await requireOwnDataDir(dataDir);
   const password = await readSecret(opts.passwordStdin, `New password for ${name}: `, '--password-stdin', o.stdin);
   // zod is loaded here, not at every CLI start
   const { passwordSchema } = await import('../../auth/schemas.js');
