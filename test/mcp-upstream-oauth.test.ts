@@ -167,7 +167,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect(String(app instanceof Error ? app.message : 'connected')).toMatch(/sign in again/);
   });
 
-  it('svc mcp login --print signs in with dynamic registration (RFC 7591), through the upstream\'s login and consent in Chromium', async () => {
+  it('svc mcp login --print prints the server\'s own authorization URL; Chromium signs in there (dynamic registration, RFC 7591), with no svc session', async () => {
     const added = await cli(['mcp', 'add', '--name', 'hosted', '--url', upstreams.dynamic.mcpUrl]);
     const id = added.stdout.trim();
     const registered = upstreams.dynamic.registrations();
@@ -176,7 +176,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     let ended: unknown;
     void running.then((r) => (ended = r));
     await eventually(() => link.trim().startsWith('http') || ended, 'the link printed', 30_000);
-    expect(link.trim(), JSON.stringify(ended)).toMatch(/^http/);
+    expect(link.trim(), JSON.stringify(ended)).toMatch(new RegExp(`^${upstreams.dynamic.issuer}/auth\\?`));
     const { final } = await signInAtUpstream(link.trim());
     expect(final).toContain('Signed in to hosted');
     const done = await running;
@@ -187,9 +187,45 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     const asked = upstreams.dynamic.authorizeRequests.at(-1)!;
     expect(asked.get('code_challenge_method')).toBe('S256');
     expect(asked.get('resource')).toBe(upstreams.dynamic.mcpUrl);
-    expect(asked.get('scope')).toBe('mcp:tools');
+    // its authorization server lists offline_access: asked for, with the consent it needs
+    expect(asked.get('scope')).toBe('mcp:tools offline_access');
+    expect(asked.get('prompt')).toBe('consent');
     expect(asked.get('state')).toMatch(new RegExp(`^${id}\\.`));
     expect((await cli(['mcp', 'list'])).stdout).toMatch(/signed in/);
+  });
+
+  it('a CLI-started sign-in is the CLI\'s alone: its status needs its secret, its state works once and only for its instance', async () => {
+    const id = await addInstance('cli-bound', upstreams.dynamic.mcpUrl);
+    const other = await addInstance('cli-other', upstreams.dynamic.mcpUrl);
+    const started = await admin.post(`/svc/v1/mcps/${id}/oauth/login`);
+    expect(started.status, started.text).toBe(200);
+    expect(started.body.authorization_url).toMatch(new RegExp(`^${upstreams.dynamic.issuer}/`));
+    // no app or stranger may start one: the route is the owner's session API
+    expect((await new Api(d.url).post(`/svc/v1/mcps/${id}/oauth/login`)).status).toBe(401);
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: 'guessed' })).body.status).toBe('unknown');
+    expect((await admin.post(`/svc/v1/mcps/${other}/oauth/login/status`, { login: started.body.login })).body.status).toBe('unknown');
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: started.body.login })).body.status).toBe('pending');
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, {})).status).toBe(400);
+    const { callback } = await signInAtUpstream(started.body.authorization_url, upstreams.dynamic);
+    // the state names its instance: moved to another one it is unknown there
+    const moved = new URL(callback!);
+    moved.searchParams.set('state', `${other}.${moved.searchParams.get('state')!.split('.').at(-1)}`);
+    expect((await fetch(`${d.baseUrl}${CALLBACK}${moved.search}`)).status).toBe(400);
+    // any browser finishes it (no svc session), once
+    const first = await fetch(`${d.baseUrl}${CALLBACK}${new URL(callback!).search}`);
+    expect(first.status).toBe(200);
+    expect((await fetch(`${d.baseUrl}${CALLBACK}${new URL(callback!).search}`)).status).toBe(400);
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: started.body.login })).body.status).toBe('connected');
+    expect((await instance(id)).auth.status).toBe('connected');
+    expect((await instance(other)).auth.status).toBe('needs_sign_in');
+  });
+
+  it('the owner\'s --oauth-scope is asked for as given, without offline_access', async () => {
+    const id = await addInstance('scoped', upstreams.dynamic.mcpUrl, { scope: 'mcp:tools' });
+    const started = await admin.post(`/svc/v1/mcps/${id}/oauth/login`);
+    const asked = new URL(started.body.authorization_url).searchParams;
+    expect(asked.get('scope')).toBe('mcp:tools');
+    expect(asked.get('prompt')).toBeNull();
   });
 
   it('app calls through the proxy and REST reach the server with its token; the app never sees it', async () => {
@@ -254,18 +290,19 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
   });
 
-  it('a token the server refuses on a proxied call is refreshed for the next one; the app never gets the 401', async () => {
+  it('a token the server refuses (401) on a proxied call is refreshed once and the call tried again; the app never gets the 401', async () => {
     const { id, token } = await connected('dynamic');
     const before = upstreams.dynamic.refreshes();
+    const ranBefore = upstreams.dynamic.toolsRun.length;
+    // revoked at the server, not expired by svc's clock
     upstreams.dynamic.rejectIssuedTokens();
-    const call = () => new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
-    const refused = await call();
-    answers.push(refused.text);
-    // its body went upstream already: this one fails in the contract's shape, not as a 401 the app would read as its own
-    expect(refused.status).toBe(502);
+    const client = await proxyClient(token, id);
+    const viaSdk = await client.callTool({ name: 'echo', arguments: { message: 'again' } });
+    await client.close();
+    answers.push(JSON.stringify(viaSdk));
+    expect(viaSdk.content).toEqual([{ type: 'text', text: 'echo: again' }]);
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
-    const next = await call();
-    expect(next.body.result?.content[0].text, next.text).toBe('echo: hi');
+    expect(upstreams.dynamic.toolsRun.length - ranBefore).toBe(1);
     expect((await instance(id)).auth.status).toBe('connected');
   });
 

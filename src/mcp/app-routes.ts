@@ -66,6 +66,33 @@ export async function grantedInstance(ctx: AppContext, instances: McpInstancesSe
   return found;
 }
 
+/** The upstream answered the sign-in's token with a 401 (not a 403: a refresh brings no more scopes). */
+const refusedToken = (err: AppError) => (err.cause as { upstreamStatus?: number } | undefined)?.upstreamStatus === 401;
+
+/** The gate of one proxied request, which remembers whether a call of it was held for the person. */
+function watchedGate(gate: ToolGate): ToolGate & { held: boolean } {
+  const watched = { ...gate, held: false };
+  watched.hold = (...args) => {
+    watched.held = true;
+    return gate.hold(...args);
+  };
+  return watched;
+}
+
+/** The second and last try of a proxied call whose token the server refused, with the refreshed one. */
+async function proxyAgain(ctx: AppContext, instances: McpInstancesService, stale: McpInstanceRecord, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
+  const instance = (await instances.find(stale.id)) ?? stale;
+  const headers = await instances.openHeaders(instance);
+  try {
+    await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);
+  } catch (err) {
+    // the new token refused as well: the sign-in is no good
+    if (!(err instanceof AppError && err.code === 'upstream_rejected' && refusedToken(err))) throw err;
+    await instances.oauth!.needsSignIn(instance, 'token_refused');
+    throw signInRequired(instance.name);
+  }
+}
+
 const tool = z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown(), annotations: toolHintsSchema.optional() }).meta({ id: 'McpTool' });
 
 /**
@@ -116,13 +143,17 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       if (err instanceof AppError && err.code === 'mcp_sign_in_required') return signInNeeded(ctx, err);
       throw err;
     }
+    const gate = watchedGate(gateOf(ctx, instance));
     try {
-      await proxyMcp(ctx, instance, headers, timeoutMs, streams, gateOf(ctx, instance));
+      await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);
     } catch (err) {
-      // the server refused the sign-in's token: refreshed for the next call, or the instance needs a sign-in
+      // the server refused the sign-in's token: refreshed, or the instance needs a sign-in
       if (!(instance.oauth && instances.oauth && err instanceof AppError && err.code === 'upstream_rejected')) throw err;
       if (!(await instances.oauth.refused(instance, headers.Authorization))) throw signInRequired(instance.name);
-      throw err;
+      // a 401 came before the server ran anything: the call (its body was read whole) goes again
+      // once, with the new token; not a held call, whose person approved one run
+      if (!refusedToken(err) || gate.held || ctx.res.headersSent) throw err;
+      await proxyAgain(ctx, instances, instance, timeoutMs, streams, gateOf(ctx, instance));
     }
   };
   const proxyDoc = {
