@@ -25,6 +25,8 @@ export interface OAuthUpstreamOptions {
   redirectUri?: string;
   /** seconds an access token lasts */
   accessTokenTtl?: number;
+  /** a refresh token only for a grant that includes offline_access (as OpenID Connect providers do) */
+  refreshOnlyOffline?: boolean;
 }
 
 const SCOPE = 'mcp:tools';
@@ -197,7 +199,8 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     clientDefaults: { id_token_signed_response_alg: 'ES256', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] },
     scopes: ['openid', 'offline_access'],
     discovery: opts.registration === 'metadata_document' ? { client_id_metadata_document_supported: true } : {},
-    issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) => client.grantTypeAllowed('refresh_token'),
+    issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }, code: { scopes: Set<string> }) =>
+      client.grantTypeAllowed('refresh_token') && (!opts.refreshOnlyOffline || code.scopes.has('offline_access')),
     rotateRefreshToken: () => true,
     ttl: { AccessToken: ttl, RefreshToken: 86_400, AuthorizationCode: 60, Interaction: 600, Session: 3600, Grant: 86_400 },
     features: {
