@@ -4,7 +4,7 @@
  * the tokens sealed, refreshes them once for every call that meets a stale one, and never lets an
  * app (or a log line, or a file of the data dir) see them.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { chmod, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { cleanEnv } from './helpers/cli.js';
 import { launchChromium } from './helpers/consent.js';
-import { startTestDaemon, type TestDaemon, testClock } from './helpers/daemon.js';
+import { startTestDaemon, type TestDaemon, tempDir, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { eventually } from './helpers/wait.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
@@ -32,7 +32,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
   /** every answer an app or the owner got, to look for tokens in */
   const answers: string[] = [];
 
-  const cli = async (args: string[], input = '', onOut?: (t: string) => void) => {
+  const cli = async (args: string[], input = '', onOut?: (t: string) => void, env: Record<string, string> = {}) => {
     let stdout = '';
     let stderr = '';
     const exitCode = await main(['node', 'svc', ...args], {
@@ -42,7 +42,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
       },
       err: (t) => void (stderr += t),
       isTTY: false,
-      env: cleanEnv({ SVC_HOME: d.dataDir }),
+      env: cleanEnv({ SVC_HOME: d.dataDir, ...env }),
       stdin: async () => input,
     });
     answers.push(stdout, stderr);
@@ -192,6 +192,24 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect(asked.get('prompt')).toBe('consent');
     expect(asked.get('state')).toMatch(new RegExp(`^${id}\\.`));
     expect((await cli(['mcp', 'list'])).stdout).toMatch(/signed in/);
+  });
+
+  it('svc mcp login without --print opens the server\'s authorization URL in the browser ($BROWSER) and says when connected', async () => {
+    const id = await addInstance('opened', upstreams.dynamic.mcpUrl);
+    // a BROWSER that writes down the URL it is given
+    const dir = await tempDir('svc-browser-');
+    const opened = path.join(dir, 'opened.txt');
+    await writeFile(path.join(dir, 'browser'), `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`);
+    await chmod(path.join(dir, 'browser'), 0o755);
+    const running = cli(['mcp', 'login', id], '', undefined, { BROWSER: path.join(dir, 'browser') });
+    const url = await eventually(async () => (await readFile(opened, 'utf8').catch(() => '')) || undefined, 'the browser opened');
+    expect(url).toMatch(new RegExp(`^${upstreams.dynamic.issuer}/auth\\?`));
+    const { final } = await signInAtUpstream(url);
+    expect(final).toContain('Signed in to opened');
+    const done = await running;
+    expect(done.exitCode, done.stderr).toBe(0);
+    expect(done.stdout).toBe('');
+    expect(done.stderr).toContain('Connected: opened is signed in');
   });
 
   it('a CLI-started sign-in is the CLI\'s alone: its status needs its secret, its state works once and only for its instance', async () => {
