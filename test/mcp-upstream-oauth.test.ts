@@ -324,6 +324,21 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect((await instance(id)).auth.status).toBe('connected');
   });
 
+  it('a proxied call whose new token is refused too (a second 401) leaves the instance needing a sign-in, answered as a JSON-RPC error', async () => {
+    const { id, token } = await connected('dynamic');
+    const before = upstreams.dynamic.refreshes();
+    upstreams.dynamic.refuseEveryToken = true;
+    try {
+      const rpc = await new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
+      answers.push(rpc.text);
+      expect(rpc.body, rpc.text).toMatchObject({ jsonrpc: '2.0', id: 9, error: { code: -32003, data: { code: 'mcp_sign_in_required' } } });
+      expect(upstreams.dynamic.refreshes() - before).toBe(1);
+      expect((await instance(id)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'token_refused' });
+    } finally {
+      upstreams.dynamic.refuseEveryToken = false;
+    }
+  });
+
   it('a server that redirects the call to another origin never gets the token sent there', async () => {
     const { id, token } = await connected('dynamic');
     const catcher = await startCatcher();

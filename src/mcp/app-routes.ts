@@ -7,13 +7,12 @@ import { jsonValue } from '../http/validate.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
 import { type GateDeps, type ToolGate, toolGate } from './gate.js';
-import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp } from './proxy.js';
+import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp, requestBodyOnce } from './proxy.js';
 import { toolNameFault } from './policies.js';
 import { toolHintsSchema } from './policy-schemas.js';
 import { instanceParams } from './schemas.js';
 import { type CachedTool, type McpToolsService, toolNotAllowed } from './tools.js';
 import { signInRequired } from './upstream-oauth/tokens.js';
-import { readRaw } from '../upstream/body.js';
 
 export const appMcpInstance = z
   .object({
@@ -38,7 +37,7 @@ async function signInNeeded(ctx: AppContext, err: AppError): Promise<void> {
   if (ctx.method !== 'POST') throw err;
   let id: unknown = null;
   try {
-    const parsed = JSON.parse((await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT)).toString('utf8')) as { id?: unknown } | { id?: unknown }[];
+    const parsed = JSON.parse((await requestBodyOnce(ctx)).toString('utf8')) as { id?: unknown } | { id?: unknown }[];
     const first = Array.isArray(parsed) ? parsed[0] : parsed;
     if (typeof first?.id === 'string' || typeof first?.id === 'number') id = first.id;
   } catch {
@@ -136,13 +135,16 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     if (!(await originAllowed(ctx))) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
     const instance = await grantedInstance(ctx, instances, id);
     if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
-    let headers: Record<string, string>;
     try {
-      headers = await instances.openHeaders(instance);
+      await proxyWithSignIn(ctx, instance);
     } catch (err) {
-      if (err instanceof AppError && err.code === 'mcp_sign_in_required') return signInNeeded(ctx, err);
+      if (err instanceof AppError && err.code === 'mcp_sign_in_required' && !ctx.res.headersSent) return signInNeeded(ctx, err);
       throw err;
     }
+  };
+  /** The proxied call with the instance's sign-in: a token the server refuses is refreshed, and the call sent once more. */
+  const proxyWithSignIn = async (ctx: AppContext, instance: McpInstanceRecord) => {
+    const headers = await instances.openHeaders(instance);
     const gate = watchedGate(gateOf(ctx, instance));
     try {
       await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);

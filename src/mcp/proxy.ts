@@ -316,7 +316,7 @@ class SseEventFilter implements StreamTransform {
  */
 const readBodies = new WeakMap<AppContext, Buffer>();
 /** The app's request body, read from the socket once: a call tried again (after a refresh) sends what was read. */
-async function requestBodyOnce(ctx: AppContext): Promise<Buffer> {
+export async function requestBodyOnce(ctx: AppContext): Promise<Buffer> {
   const kept = readBodies.get(ctx);
   if (kept) return kept;
   const body = await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT);

@@ -136,6 +136,8 @@ export interface OAuthUpstream {
   rejectIssuedTokens(): void;
   /** every refresh is refused from now on (invalid_grant) */
   refuseRefresh: boolean;
+  /** while set, the MCP server refuses every token, new ones too (invalid_token) */
+  refuseEveryToken: boolean;
   /** while set, the person is not sent back to the client: the answer's URL is kept in `callbacks` */
   holdCallbacks: boolean;
   callbacks: string[];
@@ -162,6 +164,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     refreshes: 0,
     registrations: 0,
     refuseRefresh: false,
+    refuseEveryToken: false,
     redirectTo: null as string | null,
     holdCallbacks: false,
   };
@@ -296,7 +299,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
       if (!token) return challenge(res);
       try {
         const { payload } = await jwtVerify(token, jwks, { issuer, audience: mcpUrl });
-        if (rejected.has(token)) return challenge(res, 'invalid_token');
+        if (rejected.has(token) || state.refuseEveryToken) return challenge(res, 'invalid_token');
         if (!String(payload.scope ?? '').split(' ').includes(SCOPE)) return challenge(res, 'insufficient_scope');
       } catch {
         return challenge(res, 'invalid_token');
@@ -331,6 +334,12 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     },
     get refuseRefresh() {
       return state.refuseRefresh;
+    },
+    get refuseEveryToken() {
+      return state.refuseEveryToken;
+    },
+    set refuseEveryToken(v: boolean) {
+      state.refuseEveryToken = v;
     },
     set refuseRefresh(v: boolean) {
       state.refuseRefresh = v;
