@@ -82,4 +82,31 @@ describe('a team server signed in to a hosted MCP server', { timeout: 90_000 }, 
     expect(text).toContain('sealed:v1:');
     for (const t of [...upstream.issued, ...upstream.refreshTokens]) expect(text.includes(t)).toBe(false);
   });
+
+  it('a sign-in svc mcp login starts on one replica is finished by the callback on any, and the other replica tells the CLI it is connected', async () => {
+    const team = await server.startTeam(2, undefined, undefined, { rateLimitClient: 0, rateLimitAddress: 0 });
+    const upstream = await startOAuthMcpUpstream({ registration: 'dynamic' });
+    server.running.push({ stop: () => upstream.close() });
+    const [one, two] = await Promise.all(team.replicas.map((r) => new Api(r.url).login('admin', team.password)));
+    const id = (await one.post('/svc/v1/mcps', { name: 'cli-hosted', url: upstream.mcpUrl })).body.instance.id as string;
+    const started = await one.post(`/svc/v1/mcps/${id}/oauth/login`);
+    expect(started.status, started.text).toBe(200);
+    const status = async () => (await two.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: started.body.login })).body.status;
+    expect(await status()).toBe('pending');
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(started.body.authorization_url);
+      await page.locator('input[name=login]').fill('person@example.org');
+      await page.locator('input[name=password]').fill('anything');
+      await page.locator('button[type=submit]').click();
+      await page.locator('button[type=submit]', { hasText: 'Continue' }).click();
+      await page.locator('#state').waitFor({ timeout: 15_000 });
+      expect(await page.locator('h1').innerText()).toContain('Signed in to cli-hosted');
+    } finally {
+      await context.close();
+    }
+    expect(await status()).toBe('connected');
+    expect((await two.get(`/svc/v1/mcps/${id}`)).body.instance.auth.status).toBe('connected');
+  });
 });

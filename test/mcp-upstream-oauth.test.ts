@@ -4,7 +4,7 @@
  * the tokens sealed, refreshes them once for every call that meets a stale one, and never lets an
  * app (or a log line, or a file of the data dir) see them.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { chmod, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { cleanEnv } from './helpers/cli.js';
 import { launchChromium } from './helpers/consent.js';
-import { startTestDaemon, type TestDaemon, testClock } from './helpers/daemon.js';
+import { startTestDaemon, type TestDaemon, tempDir, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { eventually } from './helpers/wait.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
@@ -32,7 +32,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
   /** every answer an app or the owner got, to look for tokens in */
   const answers: string[] = [];
 
-  const cli = async (args: string[], input = '', onOut?: (t: string) => void) => {
+  const cli = async (args: string[], input = '', onOut?: (t: string) => void, env: Record<string, string> = {}) => {
     let stdout = '';
     let stderr = '';
     const exitCode = await main(['node', 'svc', ...args], {
@@ -42,7 +42,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
       },
       err: (t) => void (stderr += t),
       isTTY: false,
-      env: cleanEnv({ SVC_HOME: d.dataDir }),
+      env: cleanEnv({ SVC_HOME: d.dataDir, ...env }),
       stdin: async () => input,
     });
     answers.push(stdout, stderr);
@@ -167,7 +167,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect(String(app instanceof Error ? app.message : 'connected')).toMatch(/sign in again/);
   });
 
-  it('svc mcp login --print signs in with dynamic registration (RFC 7591), through the upstream\'s login and consent in Chromium', async () => {
+  it('svc mcp login --print prints the server\'s own authorization URL; Chromium signs in there (dynamic registration, RFC 7591), with no svc session', async () => {
     const added = await cli(['mcp', 'add', '--name', 'hosted', '--url', upstreams.dynamic.mcpUrl]);
     const id = added.stdout.trim();
     const registered = upstreams.dynamic.registrations();
@@ -176,7 +176,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     let ended: unknown;
     void running.then((r) => (ended = r));
     await eventually(() => link.trim().startsWith('http') || ended, 'the link printed', 30_000);
-    expect(link.trim(), JSON.stringify(ended)).toMatch(/^http/);
+    expect(link.trim(), JSON.stringify(ended)).toMatch(new RegExp(`^${upstreams.dynamic.issuer}/auth\\?`));
     const { final } = await signInAtUpstream(link.trim());
     expect(final).toContain('Signed in to hosted');
     const done = await running;
@@ -187,9 +187,63 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     const asked = upstreams.dynamic.authorizeRequests.at(-1)!;
     expect(asked.get('code_challenge_method')).toBe('S256');
     expect(asked.get('resource')).toBe(upstreams.dynamic.mcpUrl);
-    expect(asked.get('scope')).toBe('mcp:tools');
+    // its authorization server lists offline_access: asked for, with the consent it needs
+    expect(asked.get('scope')).toBe('mcp:tools offline_access');
+    expect(asked.get('prompt')).toBe('consent');
     expect(asked.get('state')).toMatch(new RegExp(`^${id}\\.`));
     expect((await cli(['mcp', 'list'])).stdout).toMatch(/signed in/);
+  });
+
+  it('svc mcp login without --print opens the server\'s authorization URL in the browser ($BROWSER) and says when connected', async () => {
+    const id = await addInstance('opened', upstreams.dynamic.mcpUrl);
+    // a BROWSER that writes down the URL it is given
+    const dir = await tempDir('svc-browser-');
+    const opened = path.join(dir, 'opened.txt');
+    await writeFile(path.join(dir, 'browser'), `#!/bin/sh\nprintf '%s' "$1" > '${opened}'\n`);
+    await chmod(path.join(dir, 'browser'), 0o755);
+    const running = cli(['mcp', 'login', id], '', undefined, { BROWSER: path.join(dir, 'browser') });
+    const url = await eventually(async () => (await readFile(opened, 'utf8').catch(() => '')) || undefined, 'the browser opened');
+    expect(url).toMatch(new RegExp(`^${upstreams.dynamic.issuer}/auth\\?`));
+    const { final } = await signInAtUpstream(url);
+    expect(final).toContain('Signed in to opened');
+    const done = await running;
+    expect(done.exitCode, done.stderr).toBe(0);
+    expect(done.stdout).toBe('');
+    expect(done.stderr).toContain('Connected: opened is signed in');
+  });
+
+  it('a CLI-started sign-in is the CLI\'s alone: its status needs its secret, its state works once and only for its instance', async () => {
+    const id = await addInstance('cli-bound', upstreams.dynamic.mcpUrl);
+    const other = await addInstance('cli-other', upstreams.dynamic.mcpUrl);
+    const started = await admin.post(`/svc/v1/mcps/${id}/oauth/login`);
+    expect(started.status, started.text).toBe(200);
+    expect(started.body.authorization_url).toMatch(new RegExp(`^${upstreams.dynamic.issuer}/`));
+    // no app or stranger may start one: the route is the owner's session API
+    expect((await new Api(d.url).post(`/svc/v1/mcps/${id}/oauth/login`)).status).toBe(401);
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: 'guessed' })).body.status).toBe('unknown');
+    expect((await admin.post(`/svc/v1/mcps/${other}/oauth/login/status`, { login: started.body.login })).body.status).toBe('unknown');
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: started.body.login })).body.status).toBe('pending');
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, {})).status).toBe(400);
+    const { callback } = await signInAtUpstream(started.body.authorization_url, upstreams.dynamic);
+    // the state names its instance: moved to another one it is unknown there
+    const moved = new URL(callback!);
+    moved.searchParams.set('state', `${other}.${moved.searchParams.get('state')!.split('.').at(-1)}`);
+    expect((await fetch(`${d.baseUrl}${CALLBACK}${moved.search}`)).status).toBe(400);
+    // any browser finishes it (no svc session), once
+    const first = await fetch(`${d.baseUrl}${CALLBACK}${new URL(callback!).search}`);
+    expect(first.status).toBe(200);
+    expect((await fetch(`${d.baseUrl}${CALLBACK}${new URL(callback!).search}`)).status).toBe(400);
+    expect((await admin.post(`/svc/v1/mcps/${id}/oauth/login/status`, { login: started.body.login })).body.status).toBe('connected');
+    expect((await instance(id)).auth.status).toBe('connected');
+    expect((await instance(other)).auth.status).toBe('needs_sign_in');
+  });
+
+  it('the owner\'s --oauth-scope is asked for as given, without offline_access', async () => {
+    const id = await addInstance('scoped', upstreams.dynamic.mcpUrl, { scope: 'mcp:tools' });
+    const started = await admin.post(`/svc/v1/mcps/${id}/oauth/login`);
+    const asked = new URL(started.body.authorization_url).searchParams;
+    expect(asked.get('scope')).toBe('mcp:tools');
+    expect(asked.get('prompt')).toBeNull();
   });
 
   it('app calls through the proxy and REST reach the server with its token; the app never sees it', async () => {
@@ -254,19 +308,35 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
   });
 
-  it('a token the server refuses on a proxied call is refreshed for the next one; the app never gets the 401', async () => {
+  it('a token the server refuses (401) on a proxied call is refreshed once and the call tried again; the app never gets the 401', async () => {
     const { id, token } = await connected('dynamic');
     const before = upstreams.dynamic.refreshes();
+    const ranBefore = upstreams.dynamic.toolsRun.length;
+    // revoked at the server, not expired by svc's clock
     upstreams.dynamic.rejectIssuedTokens();
-    const call = () => new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
-    const refused = await call();
-    answers.push(refused.text);
-    // its body went upstream already: this one fails in the contract's shape, not as a 401 the app would read as its own
-    expect(refused.status).toBe(502);
+    const client = await proxyClient(token, id);
+    const viaSdk = await client.callTool({ name: 'echo', arguments: { message: 'again' } });
+    await client.close();
+    answers.push(JSON.stringify(viaSdk));
+    expect(viaSdk.content).toEqual([{ type: 'text', text: 'echo: again' }]);
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
-    const next = await call();
-    expect(next.body.result?.content[0].text, next.text).toBe('echo: hi');
+    expect(upstreams.dynamic.toolsRun.length - ranBefore).toBe(1);
     expect((await instance(id)).auth.status).toBe('connected');
+  });
+
+  it('a proxied call whose new token is refused too (a second 401) leaves the instance needing a sign-in, answered as a JSON-RPC error', async () => {
+    const { id, token } = await connected('dynamic');
+    const before = upstreams.dynamic.refreshes();
+    upstreams.dynamic.refuseEveryToken = true;
+    try {
+      const rpc = await new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
+      answers.push(rpc.text);
+      expect(rpc.body, rpc.text).toMatchObject({ jsonrpc: '2.0', id: 9, error: { code: -32003, data: { code: 'mcp_sign_in_required' } } });
+      expect(upstreams.dynamic.refreshes() - before).toBe(1);
+      expect((await instance(id)).auth).toMatchObject({ status: 'needs_sign_in', reason: 'token_refused' });
+    } finally {
+      upstreams.dynamic.refuseEveryToken = false;
+    }
   });
 
   it('a server that redirects the call to another origin never gets the token sent there', async () => {

@@ -7,13 +7,12 @@ import { jsonValue } from '../http/validate.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { McpInstancesService } from './instances.js';
 import { type GateDeps, type ToolGate, toolGate } from './gate.js';
-import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp } from './proxy.js';
+import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp, requestBodyOnce } from './proxy.js';
 import { toolNameFault } from './policies.js';
 import { toolHintsSchema } from './policy-schemas.js';
 import { instanceParams } from './schemas.js';
 import { type CachedTool, type McpToolsService, toolNotAllowed } from './tools.js';
 import { signInRequired } from './upstream-oauth/tokens.js';
-import { readRaw } from '../upstream/body.js';
 
 export const appMcpInstance = z
   .object({
@@ -38,7 +37,7 @@ async function signInNeeded(ctx: AppContext, err: AppError): Promise<void> {
   if (ctx.method !== 'POST') throw err;
   let id: unknown = null;
   try {
-    const parsed = JSON.parse((await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT)).toString('utf8')) as { id?: unknown } | { id?: unknown }[];
+    const parsed = JSON.parse((await requestBodyOnce(ctx)).toString('utf8')) as { id?: unknown } | { id?: unknown }[];
     const first = Array.isArray(parsed) ? parsed[0] : parsed;
     if (typeof first?.id === 'string' || typeof first?.id === 'number') id = first.id;
   } catch {
@@ -64,6 +63,33 @@ export async function grantedInstance(ctx: AppContext, instances: McpInstancesSe
   const found = stored?.owner_id === grant.user.id ? stored : undefined;
   if (!found) throw notFound('No MCP instance with that id in this grant.');
   return found;
+}
+
+/** The upstream answered the sign-in's token with a 401 (not a 403: a refresh brings no more scopes). */
+const refusedToken = (err: AppError) => (err.cause as { upstreamStatus?: number } | undefined)?.upstreamStatus === 401;
+
+/** The gate of one proxied request, which remembers whether a call of it was held for the person. */
+function watchedGate(gate: ToolGate): ToolGate & { held: boolean } {
+  const watched = { ...gate, held: false };
+  watched.hold = (...args) => {
+    watched.held = true;
+    return gate.hold(...args);
+  };
+  return watched;
+}
+
+/** The second and last try of a proxied call whose token the server refused, with the refreshed one. */
+async function proxyAgain(ctx: AppContext, instances: McpInstancesService, stale: McpInstanceRecord, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
+  const instance = (await instances.find(stale.id)) ?? stale;
+  const headers = await instances.openHeaders(instance);
+  try {
+    await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);
+  } catch (err) {
+    // the new token refused as well: the sign-in is no good
+    if (!(err instanceof AppError && err.code === 'upstream_rejected' && refusedToken(err))) throw err;
+    await instances.oauth!.needsSignIn(instance, 'token_refused');
+    throw signInRequired(instance.name);
+  }
 }
 
 const tool = z.object({ name: z.string(), description: z.string().optional(), input_schema: z.unknown(), annotations: toolHintsSchema.optional() }).meta({ id: 'McpTool' });
@@ -109,20 +135,27 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     if (!(await originAllowed(ctx))) throw forbidden('This Origin may not use the MCP proxy with this app\'s token.', 'origin_not_allowed');
     const instance = await grantedInstance(ctx, instances, id);
     if (!instance.enabled) throw new AppError('mcp_instance_disabled', 'This MCP instance is disabled by its owner.');
-    let headers: Record<string, string>;
     try {
-      headers = await instances.openHeaders(instance);
+      await proxyWithSignIn(ctx, instance);
     } catch (err) {
-      if (err instanceof AppError && err.code === 'mcp_sign_in_required') return signInNeeded(ctx, err);
+      if (err instanceof AppError && err.code === 'mcp_sign_in_required' && !ctx.res.headersSent) return signInNeeded(ctx, err);
       throw err;
     }
+  };
+  /** The proxied call with the instance's sign-in: a token the server refuses is refreshed, and the call sent once more. */
+  const proxyWithSignIn = async (ctx: AppContext, instance: McpInstanceRecord) => {
+    const headers = await instances.openHeaders(instance);
+    const gate = watchedGate(gateOf(ctx, instance));
     try {
-      await proxyMcp(ctx, instance, headers, timeoutMs, streams, gateOf(ctx, instance));
+      await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);
     } catch (err) {
-      // the server refused the sign-in's token: refreshed for the next call, or the instance needs a sign-in
+      // the server refused the sign-in's token: refreshed, or the instance needs a sign-in
       if (!(instance.oauth && instances.oauth && err instanceof AppError && err.code === 'upstream_rejected')) throw err;
       if (!(await instances.oauth.refused(instance, headers.Authorization))) throw signInRequired(instance.name);
-      throw err;
+      // a 401 came before the server ran anything: the call (its body was read whole) goes again
+      // once, with the new token; not a held call, whose person approved one run
+      if (!refusedToken(err) || gate.held || ctx.res.headersSent) throw err;
+      await proxyAgain(ctx, instances, instance, timeoutMs, streams, gateOf(ctx, instance));
     }
   };
   const proxyDoc = {

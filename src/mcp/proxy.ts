@@ -314,6 +314,16 @@ class SseEventFilter implements StreamTransform {
  * results are filtered when the grant has tools it may not see. The app's Authorization header
  * and cookies never go upstream; the instance's do.
  */
+const readBodies = new WeakMap<AppContext, Buffer>();
+/** The app's request body, read from the socket once: a call tried again (after a refresh) sends what was read. */
+export async function requestBodyOnce(ctx: AppContext): Promise<Buffer> {
+  const kept = readBodies.get(ctx);
+  if (kept) return kept;
+  const body = await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT);
+  readBodies.set(ctx, body);
+  return body;
+}
+
 export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
   const method = ctx.method;
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
@@ -329,7 +339,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   const serverEvent = appEvent ? gate.eventForServer(appEvent) : undefined;
   if (serverEvent === null) throw notFound('No such event of an MCP stream for this app; listen again without Last-Event-ID.');
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
-  const body = method === 'POST' ? await readRaw(ctx.req, MCP_PROXY_BODY_LIMIT) : undefined;
+  const body = method === 'POST' ? await requestBodyOnce(ctx) : undefined;
   let text = body ? decodeUtf8(body) : undefined;
   const note = ctx.state.activity;
   if (note) noteMcpCall(note, ctx, text);
@@ -529,7 +539,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { met
     // would make the app drop a good token, and its text may quote the credential.
     answer.on('error', () => undefined);
     answer.destroy();
-    throw new AppError('upstream_rejected', `The MCP server refused svc's credentials for this instance (${upstream.statusCode}); its owner must fix them.`);
+    throw new AppError('upstream_rejected', `The MCP server refused svc's credentials for this instance (${upstream.statusCode}); its owner must fix them.`, { cause: { upstreamStatus: upstream.statusCode } });
   }
   // Anything but a stream is read whole (bounded) before svc answers, so an upstream that stalls
   // or breaks off is a 504/502 in the contract's shape, never silence or half a body.

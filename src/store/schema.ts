@@ -97,8 +97,17 @@ export interface McpOAuthRecord {
 export interface McpOAuthPending {
   /** sha256 of the state's secret part */
   state_hash: string;
-  /** the session that started it: only that browser may finish it */
-  session_hash: string;
+  /** the session that started it from a web page: only that browser may finish it */
+  session_hash?: string;
+  /**
+   * sha256 of the secret of the `svc mcp login` that started it (the CLI holds it and asks with it
+   * how the sign-in went): the callback takes its state in any browser, once
+   */
+  cli_hash?: string;
+  /** how a CLI-started sign-in ended (kept until it expires, for the CLI to read); none while under way */
+  result?: 'exchanging' | 'connected' | 'refused';
+  /** the refusal's title, when refused */
+  why?: string;
   /** the PKCE verifier, sealed (kind mcp_oauth_verifier, id = "<instance id>:<state_hash>") */
   verifier: string;
   issuer: string;

@@ -25,6 +25,8 @@ export interface OAuthUpstreamOptions {
   redirectUri?: string;
   /** seconds an access token lasts */
   accessTokenTtl?: number;
+  /** a refresh token only for a grant that includes offline_access (as OpenID Connect providers do) */
+  refreshOnlyOffline?: boolean;
 }
 
 const SCOPE = 'mcp:tools';
@@ -134,6 +136,8 @@ export interface OAuthUpstream {
   rejectIssuedTokens(): void;
   /** every refresh is refused from now on (invalid_grant) */
   refuseRefresh: boolean;
+  /** while set, the MCP server refuses every token, new ones too (invalid_token) */
+  refuseEveryToken: boolean;
   /** while set, the person is not sent back to the client: the answer's URL is kept in `callbacks` */
   holdCallbacks: boolean;
   callbacks: string[];
@@ -160,6 +164,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     refreshes: 0,
     registrations: 0,
     refuseRefresh: false,
+    refuseEveryToken: false,
     redirectTo: null as string | null,
     holdCallbacks: false,
   };
@@ -197,7 +202,8 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     clientDefaults: { id_token_signed_response_alg: 'ES256', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] },
     scopes: ['openid', 'offline_access'],
     discovery: opts.registration === 'metadata_document' ? { client_id_metadata_document_supported: true } : {},
-    issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) => client.grantTypeAllowed('refresh_token'),
+    issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }, code: { scopes: Set<string> }) =>
+      client.grantTypeAllowed('refresh_token') && (!opts.refreshOnlyOffline || code.scopes.has('offline_access')),
     rotateRefreshToken: () => true,
     ttl: { AccessToken: ttl, RefreshToken: 86_400, AuthorizationCode: 60, Interaction: 600, Session: 3600, Grant: 86_400 },
     features: {
@@ -293,7 +299,7 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
       if (!token) return challenge(res);
       try {
         const { payload } = await jwtVerify(token, jwks, { issuer, audience: mcpUrl });
-        if (rejected.has(token)) return challenge(res, 'invalid_token');
+        if (rejected.has(token) || state.refuseEveryToken) return challenge(res, 'invalid_token');
         if (!String(payload.scope ?? '').split(' ').includes(SCOPE)) return challenge(res, 'insufficient_scope');
       } catch {
         return challenge(res, 'invalid_token');
@@ -328,6 +334,12 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
     },
     get refuseRefresh() {
       return state.refuseRefresh;
+    },
+    get refuseEveryToken() {
+      return state.refuseEveryToken;
+    },
+    set refuseEveryToken(v: boolean) {
+      state.refuseEveryToken = v;
     },
     set refuseRefresh(v: boolean) {
       state.refuseRefresh = v;

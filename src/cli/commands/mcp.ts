@@ -230,6 +230,20 @@ Examples:
 }
 
 type Target = (cmd: Command, typed: string) => Promise<{ client: DaemonClient; id: string }>;
+type CliLogin = { authorization_url: string; login: string; expires_at: string };
+
+/** Asks svc how the sign-in went until it is connected, refused, or its 10 minutes are over. */
+async function waitForLogin(client: DaemonClient, id: string, name: string, started: CliLogin): Promise<void> {
+  // this machine's clock, not the daemon's: svc itself says `unknown` once the sign-in expired
+  const deadline = Date.now() + 10 * 60_000;
+  for (;;) {
+    const { body } = await client.request<{ status: string; why?: string }>('POST', `/svc/v1/mcps/${encodeURIComponent(id)}/oauth/login/status`, { login: started.login });
+    if (body.status === 'connected') return;
+    if (body.status === 'refused') throw new CliError(`${name} is not signed in: ${body.why ?? 'the sign-in was refused'}. Run svc mcp login again.`);
+    if (body.status === 'unknown' || Date.now() > deadline) throw new CliError(`${name} is still not signed in after 10 minutes; run svc mcp login again.`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
 
 /** `svc mcp login` and `logout`: the sign-in svc holds for a server that uses OAuth. */
 function registerMcpSignIn(mcp: Command, o: Output, target: Target): void {
@@ -237,29 +251,22 @@ function registerMcpSignIn(mcp: Command, o: Output, target: Target): void {
   mcp
     .command('login <id>')
     .description('Sign in to an instance whose server uses OAuth: opens the sign-in in your browser, waits until it is connected')
-    .option('--print', 'print the link instead of opening it')
+    .option('--print', "print the server's sign-in URL instead of opening it")
     .action(async (typed: string, opts: { print?: boolean }, cmd: Command) => {
       const { client, id } = await target(cmd, typed);
-      const before = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body.instance;
-      if (before.auth.kind !== 'oauth') throw new CliError(`${before.name} does not sign in with OAuth (its server asked for no sign-in when it was added).`);
-      // a one-time link that signs this browser in to svc as you, then starts the upstream sign-in from there
-      const { body: link } = await client.request<{ url: string }>('POST', '/svc/v1/auth/login-links');
-      const url = new URL(link.url);
-      url.searchParams.set('next', `/ui/mcps/${enc(id)}/sign-in`);
-      if (opts.print) o.out(`${url.href}\n`);
+      const { instance } = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body;
+      if (instance.auth.kind !== 'oauth') throw new CliError(`${instance.name} does not sign in with OAuth (its server asked for no sign-in when it was added).`);
+      // the server's own authorization URL, whose state only this login (its secret) may finish, in any browser
+      const { body: started } = await client.request<CliLogin>('POST', `/svc/v1/mcps/${enc(id)}/oauth/login`);
+      const url = started.authorization_url;
+      if (opts.print) o.out(`${url}\n`);
       else {
-        const [file, args] = browserCommand(url.href, o.platform ?? process.platform, o.env ?? process.env);
-        await (o.run ?? launch)(file, args).catch(() => o.out(`${url.href}\n`));
+        const [file, args] = browserCommand(url, o.platform ?? process.platform, o.env ?? process.env);
+        await (o.run ?? launch)(file, args).catch(() => o.out(`${url}\n`));
       }
-      o.err(`Sign in to ${before.name} in the browser (the link works once, for 60 s); waiting…\n`);
-      const deadline = Date.now() + 10 * 60_000;
-      for (;;) {
-        const now = (await client.request<{ instance: Instance }>('GET', `/svc/v1/mcps/${enc(id)}`)).body.instance;
-        if (now.auth.kind === 'oauth' && now.auth.status === 'connected' && (before.auth.kind !== 'oauth' || now.auth.connected_at !== before.auth.connected_at)) break;
-        if (Date.now() > deadline) throw new CliError(`${before.name} is still not signed in after 10 minutes; run svc mcp login again.`);
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      o.err(`Connected: ${before.name} is signed in. Apps you grant it use the sign-in without seeing it.\n`);
+      o.err(`Sign in to ${instance.name} in the browser (within 10 minutes); waiting…\n`);
+      await waitForLogin(client, id, instance.name, started);
+      o.err(`Connected: ${instance.name} is signed in. Apps you grant it use the sign-in without seeing it.\n`);
     });
 
   mcp

@@ -25,12 +25,14 @@ export interface CallbackQuery {
 }
 
 /**
- * Checks an answer against the authorization it claims to end: the same session, in time, from
+ * Checks an answer against the authorization it claims to end: the same session (for one started
+ * from a web page), in time, from
  * the authorization server that was asked (RFC 9207: its `iss` must match, and must be there
  * when the server says it sends one). Null when it may be exchanged.
  */
 export function refusalFor(pending: McpOAuthPending, query: CallbackQuery, sessionHash: string | undefined, now: number): Refusal | null {
-  if (!sessionHash || pending.session_hash !== sessionHash) return REFUSALS.otherSession;
+  // a CLI-started sign-in has no browser session: its state was given only to the owner's CLI
+  if (!pending.cli_hash && (!sessionHash || pending.session_hash !== sessionHash)) return REFUSALS.otherSession;
   if (pending.expires_at <= now) return REFUSALS.expired;
   if (query.iss !== undefined && query.iss !== pending.issuer) return REFUSALS.wrongIssuer;
   if (query.iss === undefined && pending.authorization_response_iss) return REFUSALS.wrongIssuer;

@@ -17,10 +17,48 @@ const signInPath = (id: string) => `${INSTANCES_PAGE}/${encodeURIComponent(id)}/
 const query = (ctx: AppContext, name: string) => (typeof ctx.query[name] === 'string' ? (ctx.query[name] as string).slice(0, 4096) : undefined);
 
 const logoutResponse = z.object({ revoked: z.boolean().describe('Whether the server confirmed the revocation (RFC 7009); false where it takes none') });
+const cliLoginResponse = z.object({
+  authorization_url: z.string().describe("The upstream authorization server's URL to open in a browser"),
+  login: z.string().describe("This sign-in's secret: only its holder may ask how it went. Its state needs no svc session in that browser"),
+  expires_at: z.string().describe('When the sign-in must be finished by (10 minutes)'),
+});
+const cliLoginStatusBody = z.strictObject({ login: z.string().min(1).max(100) });
+const cliLoginStatusResponse = z.object({
+  status: z.enum(['pending', 'connected', 'refused', 'unknown']).describe('unknown: expired, or not a sign-in of this instance'),
+  why: z.string().optional().describe('Why it was refused'),
+});
 
-/** The session API of an instance's sign-in: signing out (starting one is a browser's: /ui/mcps/{id}/sign-in). */
+/**
+ * The session API of an instance's sign-in: the start of one for `svc mcp login` and how it went,
+ * and signing out (a web page's sign-in starts at /ui/mcps/{id}/sign-in).
+ */
 export function upstreamOAuthRoutes(instances: McpInstancesService, oauth: UpstreamOAuth): AnyRouteDef[] {
   return [
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/mcps/{id}/oauth/login',
+      operationId: 'startMcpInstanceLogin',
+      summary: "Start a sign-in at the instance's server for the CLI: the upstream authorization URL, bound to the secret answered beside it",
+      tags: ['mcp'],
+      auth: 'session',
+      params: instanceParams,
+      responses: { 200: { description: 'The sign-in, under way for 10 minutes', schema: cliLoginResponse } },
+      errors: [400, 401, 404, 502],
+      handler: async (ctx, { params }) => oauth.startForCli(await instances.getOwned(ctx.state.user!, params.id)),
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/svc/v1/mcps/{id}/oauth/login/status',
+      operationId: 'getMcpInstanceLoginStatus',
+      summary: 'How a sign-in started for the CLI went, asked with its secret',
+      tags: ['mcp'],
+      auth: 'session',
+      params: instanceParams,
+      body: cliLoginStatusBody,
+      responses: { 200: { description: 'Its state', schema: cliLoginStatusResponse } },
+      errors: [400, 401, 404],
+      handler: async (ctx, { params, body }) => oauth.cliLoginStatus(await instances.getOwned(ctx.state.user!, params.id), body.login),
+    }),
     defineRoute({
       method: 'post',
       path: '/svc/v1/mcps/{id}/oauth/logout',
@@ -88,7 +126,7 @@ export function mountUpstreamOAuthUi(router: Router<AppState>, deps: AppDeps, in
     let instance: McpInstanceRecord;
     try {
       instance = await instances.getOwned(user, id);
-      const url = await oauth.start(instance, session);
+      const url = await oauth.start(instance, { session_hash: session });
       ctx.status = 303;
       ctx.redirect(url);
       ctx.status = 303;
@@ -106,7 +144,7 @@ export function mountUpstreamOAuthUi(router: Router<AppState>, deps: AppDeps, in
     }
     sendPage(ctx, 200, 'Signed in', () => html`<div class="card">
 <h1>Signed in to ${result.instance.name}</h1>
-<p id="state">svc holds the sign-in: apps you grant this instance use it without ever seeing it. You may close this tab.</p>
+<p id="state">svc holds the sign-in: apps you grant this instance use it without ever seeing it. You may close this tab (svc mcp login, if it started this, says so too).</p>
 <p><a href="${INSTANCES_PAGE}">Your MCP instances</a></p>
 </div>`);
   });

@@ -1,11 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { AppError } from '../../errors.js';
 import type { Clock } from '../../http/context.js';
 import type { Logger } from '../../log.js';
 import type { SecretBox } from '../../store/crypto.js';
 import type { Repositories } from '../../store/repositories.js';
-import type { McpInstanceRecord, McpOAuthRecord } from '../../store/schema.js';
+import type { McpInstanceRecord, McpOAuthPending, McpOAuthRecord } from '../../store/schema.js';
 import { SEAL_KINDS } from '../../store/seal-kinds.js';
-import { hashState, keptPending, newAuthorization, splitState } from './authorize.js';
+import { AUTHORIZATION_TTL_MS, type Binding, hashState, keptPending, newAuthorization, splitState } from './authorize.js';
 import { type CallbackQuery, type Refusal, REFUSALS, refusalFor } from './callback.js';
 import { canonicalResource, discover, probe } from './discovery.js';
 import { CALLBACK_PATH, clientFor, type ClientRecord } from './registration.js';
@@ -194,15 +195,35 @@ export class UpstreamOAuth {
     }
   }
 
-  /** Starts a sign-in for the session under `sessionHash`: answers the upstream authorization URL to send the browser to. */
-  async start(instance: McpInstanceRecord, sessionHash: string): Promise<string> {
+  /**
+   * Starts a sign-in for `svc mcp login`: the upstream authorization URL, and the login's secret
+   * the CLI asks with how it went. Its state is bound to that secret, not to a browser session.
+   */
+  async startForCli(instance: McpInstanceRecord): Promise<{ authorization_url: string; login: string; expires_at: string }> {
+    const login = randomBytes(24).toString('base64url');
+    const url = await this.start(instance, { cli_hash: hashState(login) });
+    return { authorization_url: url, login, expires_at: new Date(this.deps.clock() + AUTHORIZATION_TTL_MS).toISOString() };
+  }
+
+  /** How the CLI login holding `login` went: under way, connected, refused (and why), or unknown (expired, or never started). */
+  async cliLoginStatus(instance: McpInstanceRecord, login: string): Promise<{ status: 'pending' | 'connected' | 'refused' | 'unknown'; why?: string }> {
+    const hash = hashState(login);
+    const pending = instance.oauth?.pending?.find((p) => p.cli_hash === hash && p.expires_at > this.deps.clock());
+    if (!pending) return { status: 'unknown' };
+    if (pending.result === 'connected') return { status: 'connected' };
+    if (pending.result === 'refused') return { status: 'refused', ...(pending.why ? { why: pending.why } : {}) };
+    return { status: 'pending' };
+  }
+
+  /** Starts a sign-in bound to `binding`: answers the upstream authorization URL to send the browser to. */
+  async start(instance: McpInstanceRecord, binding: Binding): Promise<string> {
     const o = instance.oauth;
     if (!o) throw new AppError('mcp_oauth_not_used', `The MCP server of instance ${instance.name.slice(0, 60)} does not sign in with OAuth.`);
     const found = await discover(instance.url, o.resource_metadata_url);
     const base = this.deps.baseUrl();
     const { client, fresh } = await clientFor(o.client, found.as, base);
     const now = this.deps.clock();
-    const auth = newAuthorization(instance.id, sessionHash, found, client, `${base}${CALLBACK_PATH}`, o.scope, now);
+    const auth = newAuthorization(instance.id, binding, found, client, `${base}${CALLBACK_PATH}`, o.scope, now);
     const pending = { ...auth.pending, verifier: this.deps.box.seal(K.mcpOAuthVerifier, pendingSealId(instance.id, auth.pending.state_hash), auth.verifier) };
     await this.deps.repos.mcpInstances.update(instance.id, (m) => {
       if (!m.oauth) return;
@@ -217,26 +238,48 @@ export class UpstreamOAuth {
     const parts = query.state ? splitState(query.state) : null;
     const instance = parts ? await this.deps.repos.mcpInstances.get(parts.instanceId) : undefined;
     const stateHash = parts ? hashState(parts.secret) : '';
-    const pending = instance?.oauth?.pending?.find((p) => p.state_hash === stateHash);
+    const pending = instance?.oauth?.pending?.find((p) => p.state_hash === stateHash && !p.result);
     if (!instance || !pending) return { refusal: REFUSALS.unknown };
     const refusal = refusalFor(pending, query, sessionHash, this.deps.clock());
     if (refusal && refusal !== REFUSALS.declined) return { refusal };
-    // used once: of two answers with this state, exactly one takes it
+    if (!(await this.take(instance.id, stateHash))) return { refusal: REFUSALS.unknown };
+    const outcome = refusal ? { refusal } : await this.exchange(instance, pending, query.code!);
+    if (pending.cli_hash) await this.settle(instance.id, stateHash, 'refusal' in outcome ? outcome.refusal.title : undefined);
+    return outcome;
+  }
+
+  /**
+   * Used once: of two answers with this state, exactly one takes it. A CLI-started one stays,
+   * marked, until it expires: its CLI reads there how it ended.
+   */
+  private async take(id: string, stateHash: string): Promise<boolean> {
     let taken = false;
-    await this.deps.repos.mcpInstances.update(instance.id, (m) => {
+    await this.deps.repos.mcpInstances.update(id, (m) => {
       taken = false;
       const list = m.oauth?.pending ?? [];
-      if (!m.oauth || !list.some((p) => p.state_hash === stateHash)) return;
+      const found = list.find((p) => p.state_hash === stateHash && !p.result);
+      if (!m.oauth || !found) return;
       taken = true;
-      m.oauth = { ...m.oauth, pending: list.filter((p) => p.state_hash !== stateHash) };
+      const kept = found.cli_hash ? list.map((p) => (p === found ? { ...p, result: 'exchanging' as const } : p)) : list.filter((p) => p !== found);
+      m.oauth = { ...m.oauth, pending: kept };
     });
-    if (!taken) return { refusal: REFUSALS.unknown };
-    if (refusal) return { refusal };
+    return taken;
+  }
+
+  private async settle(id: string, stateHash: string, refusedWhy: string | undefined): Promise<void> {
+    await this.deps.repos.mcpInstances.update(id, (m) => {
+      if (!m.oauth?.pending) return;
+      const result = refusedWhy === undefined ? ('connected' as const) : ('refused' as const);
+      m.oauth = { ...m.oauth, pending: m.oauth.pending.map((p) => (p.state_hash === stateHash ? { ...p, result, ...(refusedWhy ? { why: refusedWhy } : {}) } : p)) };
+    });
+  }
+
+  private async exchange(instance: McpInstanceRecord, pending: McpOAuthPending, code: string): Promise<{ instance: McpInstanceRecord } | { refusal: Refusal }> {
     const client = instance.oauth!.client!;
-    const verifier = this.deps.box.open(K.mcpOAuthVerifier, pendingSealId(instance.id, stateHash), pending.verifier);
+    const verifier = this.deps.box.open(K.mcpOAuthVerifier, pendingSealId(instance.id, pending.state_hash), pending.verifier);
     const answer = await tokenRequest(pending.token_endpoint, client, this.secretOf(instance), {
       grant_type: 'authorization_code',
-      code: query.code!,
+      code,
       redirect_uri: pending.redirect_uri,
       code_verifier: verifier,
       resource: pending.resource,
@@ -251,7 +294,7 @@ export class UpstreamOAuth {
       ...(pending.revocation_endpoint ? { revocation_endpoint: pending.revocation_endpoint } : {}),
       connected_at: new Date(this.deps.clock()).toISOString(),
     });
-    this.deps.logger.info({ instance: instance.id }, 'mcp instance signed in');
+    this.deps.logger.info({ instance: instance.id, started_by: pending.cli_hash ? 'cli' : 'web' }, 'mcp instance signed in');
     return { instance: (await this.deps.repos.mcpInstances.get(instance.id)) ?? instance };
   }
 
