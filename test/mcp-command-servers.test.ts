@@ -110,6 +110,22 @@ describe('command servers through the proxy', () => {
     await eventually(() => !alive(pid), 'the revoked grant\'s process to end');
   });
 
+  it('disabling the instance ends its processes', async () => {
+    const counter = await counterOf('disabled');
+    const { client } = await connect(counter, (await keyFor(counter, 'stdio://disabled', 'disable app')).key);
+    const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
+    expect((await admin.patch(`/svc/v1/mcps/${counter}`, { enabled: false })).status).toBe(200);
+    await eventually(() => !alive(pid), 'the disabled instance\'s process to end');
+  });
+
+  it('adding a command that does not run is refused, naming it, and nothing is stored', async () => {
+    const res = await admin.post('/svc/v1/mcps', { name: 'missing', command: { command: 'no-such-mcp-server-here' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('mcp_command_failed');
+    expect(res.body.error.message).toContain('no-such-mcp-server-here');
+    expect((await admin.get('/svc/v1/mcps')).body.data.map((m: { name: string }) => m.name)).not.toContain('missing');
+  });
+
   it('a crash on a call answers a JSON-RPC error at once, and the next session has a fresh process', async () => {
     const crasher = await addInstance('crasher', node(hostile('crash-on-call')));
     const { key } = await keyFor(crasher, 'stdio://crasher', 'crash app');
