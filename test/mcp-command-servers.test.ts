@@ -11,12 +11,14 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
+import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { eventually } from './helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
 const require = createRequire(import.meta.url);
 const FILESYSTEM = require.resolve('@modelcontextprotocol/server-filesystem/dist/index.js');
+const MEMORY = require.resolve('@modelcontextprotocol/server-memory/dist/index.js');
 const hostile = (name: string) => path.join(import.meta.dirname, 'helpers', 'hostile-stdio', `${name}.mjs`);
 const node = (script: string, ...args: string[]) => ({ command: process.execPath, args: [script, ...args] });
 
@@ -38,6 +40,18 @@ async function keyFor(instance: string, url: string, name: string): Promise<{ ke
 }
 
 const proxyUrl = (id: string) => `${d.url}/svc/v1/apps/mcps/${id}/mcp`;
+
+/** An MCP host's sign-in for the instance's proxy URL, approved by the admin: a grant's token. */
+async function grantToken(instance: string, url: string): Promise<string> {
+  const { clientId, secret } = await registerClient(admin, { name: `Host ${instance.slice(0, 8)}` });
+  const config = await oidcConfig(d, clientId, secret);
+  const { tokens, error } = await authorize(config, admin, 'scope_user_user', { resource: proxyUrl(instance) }, undefined, async (id) => {
+    const approved = await admin.put(`/svc/v1/access-requests/${id}/approve`, { approved_role: 'scope_user_user', approved: { version: '1', mcp_servers: [{ url, instance_ids: [instance] }] } });
+    expect(approved.status, approved.text).toBe(200);
+  });
+  expect(error).toBeUndefined();
+  return tokens!.access_token;
+}
 
 async function connect(instance: string, key: string) {
   const transport = new StreamableHTTPClientTransport(new URL(proxyUrl(instance)), { requestInit: { headers: { Authorization: `Bearer ${key}` } } });
@@ -79,6 +93,18 @@ describe('command servers through the proxy', () => {
     expect(textOf(listing)).toContain('note.txt');
     expect(await live(files)).toBe(1);
     await client.close();
+  });
+
+  it("the memory server keeps what a grant's token wrote, in that session's process", async () => {
+    const memory = await tempDir('svc-memory-');
+    const res = await admin.post('/svc/v1/mcps', { name: 'memory', command: { ...node(MEMORY), env: [{ name: 'MEMORY_FILE_PATH', value: path.join(memory, 'graph.jsonl') }] } });
+    expect(res.status, res.text).toBe(201);
+    const instance = res.body.instance.id;
+    const { client, transport } = await connect(instance, await grantToken(instance, 'stdio://memory'));
+    await client.callTool({ name: 'create_entities', arguments: { entities: [{ name: 'svc', entityType: 'gateway', observations: ['runs command servers'] }] } });
+    const graph = await client.callTool({ name: 'read_graph', arguments: {} });
+    expect(JSON.stringify(graph)).toContain('runs command servers');
+    await transport.terminateSession();
   });
 
   it('two apps get two processes: the state of one is not the other\'s; DELETE ends the session\'s process', async () => {
