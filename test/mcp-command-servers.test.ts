@@ -11,6 +11,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
+import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
 import { eventually } from './helpers/wait.js';
 
@@ -92,6 +93,10 @@ describe('command servers through the proxy', () => {
     const listing = await client.callTool({ name: 'list_directory', arguments: { path: dir } });
     expect(textOf(listing)).toContain('note.txt');
     expect(await live(files)).toBe(1);
+    // svc status counts the processes (of every test's instances: at least this one)
+    const status = await runSvcInProcess(['status', '--json'], { env: cleanEnv({ SVC_HOME: d.dataDir, NO_COLOR: '1' }) });
+    expect(status.exitCode, status.stderr).toBe(0);
+    expect(JSON.parse(status.stdout).command_processes).toBeGreaterThanOrEqual(1);
     await client.close();
   });
 

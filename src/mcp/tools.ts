@@ -55,7 +55,7 @@ export class McpToolsService {
     if (isCommandInstance(instance)) {
       // a command server: the grant's kept process (for svc's own look at its tools, one just for that)
       if (!this.commands) throw upstreamUnavailable('svc does not run command servers here.');
-      return { result: await this.commands.withClient(instance, grantId, fn), target: { url: instance.url, headers: {} } };
+      return { result: await this.commands.withClient(instance, grantId, fn, timeoutMs), target: { url: instance.url, headers: {} } };
     }
     const oauth = this.instances.oauth;
     for (let attempt = 0; ; attempt++) {

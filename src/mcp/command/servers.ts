@@ -148,10 +148,10 @@ export class CommandServers {
    * with no grant (svc's own look at the tools, for a review or a call's hints), of a child just
    * for it, ended after.
    */
-  async withClient<T>(instance: McpInstanceRecord, grantId: string | undefined, fn: (client: Client, timeoutMs: number) => Promise<T>): Promise<T> {
+  async withClient<T>(instance: McpInstanceRecord, grantId: string | undefined, fn: (client: Client, timeoutMs: number) => Promise<T>, timeoutMs = this.timeoutMs): Promise<T> {
     const client = grantId ? await this.restClient(instance, grantId) : await this.connectClient(instance, `svc:${randomUUID()}`, () => undefined);
     try {
-      return await fn(client, this.timeoutMs);
+      return await fn(client, timeoutMs);
     } catch (err) {
       throw mcpError(err);
     } finally {
