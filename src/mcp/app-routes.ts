@@ -144,7 +144,8 @@ export function appMcpRoutes(
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
-    errors: [400, 401, 403, 404, 413, 502, 504],
+    // 503: a command server's bounds (mcp_servers_busy) or its back-off, with Retry-After
+    errors: [400, 401, 403, 404, 413, 502, 503, 504],
   };
   return [
     defineRoute({
@@ -179,7 +180,7 @@ export function appMcpRoutes(
       auth: 'bearer',
       params: instanceParams,
       responses: { 200: { description: 'Allowed tools', schema: z.object({ tools: z.array(tool) }) } },
-      errors: [401, 403, 404, 502, 504],
+      errors: [401, 403, 404, 502, 503, 504],
       async handler(ctx, { params }) {
         if (ctx.state.activity) ctx.state.activity.mcp_method = 'tools/list';
         const instance = await grantedInstance(ctx, instances, params.id);
@@ -198,7 +199,7 @@ export function appMcpRoutes(
       params: toolParams,
       body: executeBody,
       responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
-      errors: [400, 401, 403, 404, 413, 502, 504],
+      errors: [400, 401, 403, 404, 413, 502, 503, 504],
       async handler(ctx, { params, body }) {
         if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
         const instance = await grantedInstance(ctx, instances, params.id);
