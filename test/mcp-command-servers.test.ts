@@ -157,6 +157,19 @@ describe('command servers through the proxy', () => {
     expect((await admin.get('/svc/v1/mcps')).body.data.map((m: { name: string }) => m.name)).not.toContain('missing');
   });
 
+  it('a held call to a command server runs once the person approves it in the API', async () => {
+    const counter = await counterOf('held');
+    const made = await admin.post('/svc/v1/keys', { name: 'held app', mcp_servers: [{ url: 'stdio://held', instance_ids: [counter] }] });
+    const asks = await admin.put(`/svc/v1/access-requests/${made.body.access_request_id}/tools`, { [counter]: { default: 'ask', tools: {} } });
+    expect(asks.status, asks.text).toBe(200);
+    const { client, transport } = await connect(counter, made.body.key);
+    const answer = client.callTool({ name: 'count', arguments: {} });
+    const call = await eventually(async () => ((await admin.get('/svc/v1/calls?status=pending')).body.data as { id: string; instance_id: string }[]).find((c) => c.instance_id === counter), 'the held call');
+    expect((await admin.post(`/svc/v1/calls/${call.id}/approve`, {})).status).toBe(200);
+    expect(textOf(await answer)).toBe('1');
+    await transport.terminateSession();
+  });
+
   it('a crash on a call answers a JSON-RPC error at once, and the next session has a fresh process', async () => {
     const crasher = await addInstance('crasher', node(hostile('crash-on-call')));
     const { key } = await keyFor(crasher, 'stdio://crasher', 'crash app');
