@@ -23,7 +23,8 @@ import { allowedHosts, allowedOrigins, sameOriginOnly } from './http/security.js
 import { apiKeyRoutes } from './keys/routes.js';
 import { appMcpRoutes } from './mcp/app-routes.js';
 import { callRoutes } from './mcp/call-routes.js';
-import type { CommandHooks, McpInstancesService } from './mcp/instances.js';
+import type { McpInstancesService } from './mcp/instances.js';
+import type { CommandSupervisor } from './mcp/command/supervisor.js';
 import { mcpOriginRule } from './mcp/origin.js';
 import { mcpInstanceRoutes } from './mcp/routes.js';
 import { mountUpstreamOAuthUi, upstreamOAuthRoutes } from './mcp/upstream-oauth/routes.js';
@@ -60,6 +61,8 @@ export interface App {
   openApi: () => Record<string, unknown>;
   /** stops background work (downloads); they resume at the next start */
   close(): Promise<void>;
+  /** the command servers' processes running now (`svc status`) */
+  commandProcesses(): number;
   /** ends the open-ended streams in flight (MCP GET streams) at once, for a stop; answers how many */
   endOpenStreams(): number;
 }
@@ -67,9 +70,9 @@ export interface App {
 /** Wires every feature onto one Koa app; it is built once the daemon listens, so the base URL is known. */
 export async function createApp(
   deps: AppDeps,
-  opts: { sessionKeys: string[]; port: number; activity: ActivityStore; commandHooks?: CommandHooks },
+  opts: { sessionKeys: string[]; port: number; activity: ActivityStore; supervisor?: CommandSupervisor },
 ): Promise<App> {
-  const services = await createServices(deps, opts.activity, opts.commandHooks);
+  const services = await createServices(deps, opts.activity, opts.supervisor);
   const auth = await createTokenAuth(deps, services, opts.sessionKeys);
   const bearer = bearerChain(deps, auth, services);
   const openStreams = new OpenStreams(deps.config.maxStreams);
@@ -106,6 +109,7 @@ export async function createApp(
       await downloads.stop();
       await activity.close();
     },
+    commandProcesses: () => services.commands?.totalLive() ?? 0,
     // A held call never outlives this process: at a stop its app is told at once, and it cannot run later.
     endOpenStreams: () => openStreams.endAll() + held.failAll('svc stopped'),
   };
@@ -153,7 +157,7 @@ function apiRoutes(
       appName: async (clientId) => (await s.appInfo(clientId))?.name ?? null,
       sessions: new SessionIds(deps.box.derive(MCP_SESSION_IDS_LABEL)),
       events: new SessionIds(deps.box.derive(MCP_EVENT_IDS_LABEL)),
-    }),
+    }, s.commands),
     ...callRoutes(deps, s.held, s.policies),
     ...providerRoutes(s.providers),
     ...modelAliasRoutes(s.catalog),

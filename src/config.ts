@@ -75,6 +75,11 @@ export interface Config {
   grantStreams: number;
   /** Open MCP streams the daemon holds at once, all grants together (503 beyond). */
   maxStreams: number;
+  /** A command server's process idle this many seconds is ended (`--stdio-idle-timeout`). */
+  stdioIdleTimeoutS: number;
+  /** At most this many command server processes of one instance, and in all (503 beyond). */
+  stdioMaxProcesses: number;
+  stdioMaxProcessesTotal: number;
   /** Activity events older than this many days go (0 keeps them), and at most this many are kept. */
   activityRetentionDays: number;
   activityMaxEvents: number;
@@ -126,6 +131,9 @@ export interface ConfigFlags {
   grantConcurrency?: string | number;
   grantStreams?: string | number;
   maxStreams?: string | number;
+  stdioIdleTimeout?: string | number;
+  stdioMaxProcesses?: string | number;
+  stdioMaxProcessesTotal?: string | number;
   activityRetentionDays?: string | number;
   activityMaxEvents?: string | number;
   activity?: boolean;
@@ -267,6 +275,9 @@ export function resolveConfig(flags: ConfigFlags = {}, env: NodeJS.ProcessEnv = 
     grantConcurrency: integer(pick(flags.grantConcurrency, 'SVC_GRANT_CONCURRENCY') ?? 32, 'grant-concurrency', 0, 100_000),
     grantStreams: integer(pick(flags.grantStreams, 'SVC_GRANT_STREAMS') ?? 8, 'grant-streams', 0, 100_000),
     maxStreams: integer(pick(flags.maxStreams, 'SVC_MAX_STREAMS') ?? defaultMaxStreams(), 'max-streams', 0, 1_000_000),
+    stdioIdleTimeoutS: integer(pick(flags.stdioIdleTimeout, 'SVC_STDIO_IDLE_TIMEOUT') ?? 600, 'stdio-idle-timeout', 1, 86_400 * 30),
+    stdioMaxProcesses: integer(pick(flags.stdioMaxProcesses, 'SVC_STDIO_MAX_PROCESSES') ?? 16, 'stdio-max-processes', 1, 100_000),
+    stdioMaxProcessesTotal: integer(pick(flags.stdioMaxProcessesTotal, 'SVC_STDIO_MAX_PROCESSES_TOTAL') ?? 64, 'stdio-max-processes-total', 1, 100_000),
     activityRetentionDays: integer(pick(flags.activityRetentionDays, 'SVC_ACTIVITY_RETENTION_DAYS') ?? 30, 'activity-retention-days', 0, 36_500),
     activity: flags.activity !== false && env.SVC_ACTIVITY !== '0' && env.SVC_ACTIVITY !== 'false',
     activityMaxEvents: integer(pick(flags.activityMaxEvents, 'SVC_ACTIVITY_MAX_EVENTS') ?? 100_000, 'activity-max-events', 1, 10_000_000),

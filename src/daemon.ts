@@ -25,6 +25,7 @@ import type { DbMeta } from './store/schema.js';
 import { storeRepositories } from './store/store-repositories.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
+import { COMMAND_DEFAULTS, CommandSupervisor } from './mcp/command/supervisor.js';
 import { checkDataDir, checkPrivateDir, DAEMON_FILE, INSTANCE_HEADER, LOCAL_LOGIN_LABEL, localSocketPlace } from './daemon-info.js';
 
 export { DAEMON_FILE };
@@ -355,6 +356,21 @@ async function listenHttp(config: Config, handle: http.RequestListener, app: () 
   return { server, close, served: () => served };
 }
 
+/** The supervisor of command MCP servers, with the leftovers of a previous start ended. */
+async function startCommandServers(config: Config, logger: Logger): Promise<CommandSupervisor> {
+  const supervisor = new CommandSupervisor({
+    recordFile: path.join(config.dataDir, 'command-children.json'),
+    logger,
+    maxPerInstance: config.stdioMaxProcesses,
+    maxTotal: config.stdioMaxProcessesTotal,
+    idleTimeoutMs: config.stdioIdleTimeoutS * 1000,
+    maxLineBytes: COMMAND_DEFAULTS.maxLineBytes,
+  });
+  const ended = await supervisor.reapLeftovers();
+  if (ended > 0) logger.warn({ ended }, 'ended command servers a previous svc left running');
+  return supervisor;
+}
+
 /** Thrown by startDaemon when its signal aborts it: everything it had done is undone. */
 export class StartupAbortedError extends Error {
   constructor() {
@@ -468,7 +484,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // written out before the store closes (the app's own close does it first; a second close does nothing)
     const activityBounds = { retentionDays: config.activityRetentionDays, maxEvents: config.activityMaxEvents };
     const activity = await steps.run('activity', () => backend.openActivity(activityBounds, clock, logger), (a) => a.close());
-    const wired = await steps.run('app', async () => (app = await createApp(deps, { sessionKeys, port, activity })), (w) => w.close());
+    // Command servers: what a previous svc left running is ended first; at a stop every child goes
+    // (after the app's close, before the HTTP server's wait for requests, so none waits on a child).
+    const supervisor = await steps.run('command servers', () => startCommandServers(config, logger), (s) => s.stopAll());
+    const wired = await steps.run('app', async () => (app = await createApp(deps, { sessionKeys, port, activity, supervisor })), (w) => w.close());
 
     const initialAdminPassword = await steps.run('first admin', async () => {
       const password = await firstAdmin(wired, {

@@ -33,7 +33,7 @@ afterAll(() => d?.stop());
 
 describe('the command form of the API', () => {
   it('registers a command server: transport, the default stdio:// URL, the command with env names only, a proxy URL', async () => {
-    const res = await admin.post('/svc/v1/mcps', { name: 'File System', command: FILES, allow_tools: ['read_file'] });
+    const res = await admin.post('/svc/v1/mcps', { name: 'File System', command: FILES, allow_tools: ['read_file'], try: false });
     expect(res.status, res.text).toBe(201);
     const m = res.body.instance;
     expect(m).toMatchObject({
@@ -46,8 +46,8 @@ describe('the command form of the API', () => {
       command: { command: 'npx', args: FILES.args, env_names: ['NOTES_TOKEN'], cwd: '/srv' },
       proxy_url: `${d.url}/svc/v1/apps/mcps/${m.id}/mcp`,
     });
-    // no process runs here, so the answer says nothing of processes
-    expect(m.processes).toBeUndefined();
+    // added without a try: nothing has run yet
+    expect(m.processes).toEqual({ live: 0, last_exit: null, status: 'not running' });
     expect(res.text).not.toContain(MARKER);
     const stored = (await storedOnDisk(d.dataDir)).mcp_instances.find((r: { id: string }) => r.id === m.id);
     expect(stored.command).toMatchObject({ command: 'npx', args: FILES.args, cwd: '/srv' });
@@ -62,13 +62,13 @@ describe('the command form of the API', () => {
   });
 
   it('takes --url as given (normalised), http(s) or stdio://, and refuses anything else', async () => {
-    const named = await admin.post('/svc/v1/mcps', { name: 'git', command: { command: '/usr/bin/git-mcp' }, url: 'STDIO://Git.Local/repo' });
+    const named = await admin.post('/svc/v1/mcps', { name: 'git', command: { command: '/usr/bin/git-mcp' }, url: 'STDIO://Git.Local/repo', try: false });
     expect(named.status, named.text).toBe(201);
     expect(named.body.instance).toMatchObject({ url: 'stdio://git.local/repo', command: { command: '/usr/bin/git-mcp', args: [], env_names: [], cwd: null } });
-    const https = await admin.post('/svc/v1/mcps', { name: 'as-https', command: { command: 'srv' }, url: 'https://tools.example.test/mcp' });
+    const https = await admin.post('/svc/v1/mcps', { name: 'as-https', command: { command: 'srv' }, url: 'https://tools.example.test/mcp', try: false });
     expect(https.body.instance.url).toBe('https://tools.example.test/mcp');
     for (const url of ['ftp://x/y', 'stdio://', 'stdio://a b', 'stdio://user@host', 'stdio://host:80', 'stdio://x?q=1', 'stdio://%41', 'file:///etc/passwd', 'http://u:p@h/']) {
-      const bad = await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv' }, url });
+      const bad = await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv' }, url, try: false });
       expect(bad.status, url).toBe(400);
       expect(bad.body.error.code).toBe('invalid_body');
     }
@@ -102,12 +102,12 @@ describe('the command form of the API', () => {
   });
 
   it('changes a command instance: command, args, cwd, env (replaced whole), URL; keeps what is not named', async () => {
-    const made = (await admin.post('/svc/v1/mcps', { name: 'memory', command: { command: 'mem', args: ['--a'], env: [{ name: 'K1', value: 'v1' }] } })).body.instance;
-    const changed = await admin.patch(`/svc/v1/mcps/${made.id}`, { command: { args: ['--b', 'two words'], cwd: '/tmp', env: [{ name: 'K2', value: MARKER }] }, url: 'stdio://mem' });
+    const made = (await admin.post('/svc/v1/mcps', { name: 'memory', command: { command: 'mem', args: ['--a'], env: [{ name: 'K1', value: 'v1' }] }, try: false })).body.instance;
+    const changed = await admin.patch(`/svc/v1/mcps/${made.id}`, { command: { args: ['--b', 'two words'], cwd: '/tmp', env: [{ name: 'K2', value: MARKER }] }, url: 'stdio://mem', try: false });
     expect(changed.status, changed.text).toBe(200);
     expect(changed.body.instance).toMatchObject({ url: 'stdio://mem', command: { command: 'mem', args: ['--b', 'two words'], env_names: ['K2'], cwd: '/tmp' } });
     expect(changed.text).not.toContain(MARKER);
-    const cleared = await admin.patch(`/svc/v1/mcps/${made.id}`, { command: { cwd: null } });
+    const cleared = await admin.patch(`/svc/v1/mcps/${made.id}`, { command: { cwd: null }, try: false });
     expect(cleared.body.instance.command).toMatchObject({ cwd: null, env_names: ['K2'] });
     const headers = await admin.patch(`/svc/v1/mcps/${made.id}`, { headers: [{ name: 'A', value: 'b' }] });
     expect(headers.status).toBe(400);
@@ -125,7 +125,7 @@ describe('the command form of the API', () => {
 describe('a command instance is granted by its URL like any other', () => {
   let instanceId: string;
   beforeAll(async () => {
-    instanceId = (await admin.post('/svc/v1/mcps', { name: 'filesystem', command: FILES })).body.instance.id;
+    instanceId = (await admin.post('/svc/v1/mcps', { name: 'filesystem', command: FILES, try: false })).body.instance.id;
   });
 
   it('an access request for stdio://filesystem (any case) shows it on the review page, in svc requests show, and is granted', async () => {
@@ -198,7 +198,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
   /** `svc mcp add` of a command server with two variables, one from the shell; its id, and its cwd. */
   const addNotes = async () => {
     const dir = await tempDir('svc-cmd-cwd-');
-    const add = await svc(['mcp', 'add', '--name', 'notes', '--env', `NOTES_TOKEN=${MARKER}`, '--env', 'FROM_SHELL', '--cwd', dir, '--allow-tools', 'read,write', '--', 'node', 'server.js', '--name', 'x', '-y', 'a b'], {
+    const add = await svc(['mcp', 'add', '--name', 'notes', '--env', `NOTES_TOKEN=${MARKER}`, '--env', 'FROM_SHELL', '--cwd', dir, '--allow-tools', 'read,write', '--no-try', '--', 'node', 'server.js', '--name', 'x', '-y', 'a b'], {
       FROM_SHELL: `${MARKER}-shell`,
     });
     expect(add.exitCode, add.stderr).toBe(0);
@@ -215,7 +215,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
     const m = (await admin.get(`/svc/v1/mcps/${id}`)).body.instance;
     expect(m.command).toEqual({ command: 'node', args: ['server.js', '--name', 'x', '-y', 'a b'], env_names: ['NOTES_TOKEN', 'FROM_SHELL'], cwd: dir });
     expect(m.allow_tools).toEqual(['read', 'write']);
-    const relative = await svc(['mcp', 'add', '--name', 'rel', '--cwd', 'sub/dir', '--', 'srv']);
+    const relative = await svc(['mcp', 'add', '--name', 'rel', '--cwd', 'sub/dir', '--no-try', '--', 'srv']);
     expect(relative.exitCode, relative.stderr).toBe(0);
     expect((await admin.get(`/svc/v1/mcps/${relative.stdout.trim()}`)).body.instance.command.cwd).toBe(path.resolve(process.cwd(), 'sub/dir'));
   }, 60_000);
@@ -226,7 +226,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
     expect(piped.exitCode, piped.stderr).toBe(0);
     expect(piped.stdout).not.toContain(MARKER);
     const row = lines(piped.stdout).find((l) => l.startsWith(id))!.split('\t');
-    expect(row).toEqual([id, 'notes', 'stdio://notes', `${d.url}/svc/v1/apps/mcps/${id}/mcp`, 'yes', 'read,write', '', 'command', 'NOTES_TOKEN,FROM_SHELL', '', 'none']);
+    expect(row).toEqual([id, 'notes', 'stdio://notes', `${d.url}/svc/v1/apps/mcps/${id}/mcp`, 'yes', 'read,write', '', 'command', 'NOTES_TOKEN,FROM_SHELL', 'not running, 0 live', 'none']);
     const table = await onTerminal(['mcp', 'list']);
     expect(table.stdout).toMatch(/TRANSPORT\s+ENV/);
     const json = JSON.parse((await svc(['mcp', 'list', '--json'])).stdout) as { id: string; transport: string }[];
@@ -246,7 +246,7 @@ describe('svc mcp add -- COMMAND, list and show', () => {
     const add = await svc(['mcp', 'add', '--name', 'x', '--url', 'stdio://my-tools', '--no-try', '--env', 'SHELL_SECRET', '--', 'srv'], { SHELL_SECRET: MARKER });
     expect(add.exitCode, add.stderr).toBe(0);
     expect((await admin.get(`/svc/v1/mcps/${add.stdout.trim()}`)).body.instance).toMatchObject({ url: 'stdio://my-tools', command: { env_names: ['SHELL_SECRET'] } });
-    const unset = await svc(['mcp', 'add', '--name', 'y', '--env', 'NOT_SET_ANYWHERE', '--', 'srv']);
+    const unset = await svc(['mcp', 'add', '--name', 'y', '--env', 'NOT_SET_ANYWHERE', '--no-try', '--', 'srv']);
     expect(unset.exitCode).toBe(2);
     expect(unset.stderr).toContain('NOT_SET_ANYWHERE');
   });
@@ -255,9 +255,9 @@ describe('svc mcp add -- COMMAND, list and show', () => {
     const before = (await admin.get('/svc/v1/mcps')).body.data.length;
     for (const [args, message] of [
       [['mcp', 'add', '--name', 'z'], /--url URL .* -- COMMAND/],
-      [['mcp', 'add', '--name', 'z', '--header', 'A: b', '--', 'srv'], /--header is for an HTTP server/],
+      [['mcp', 'add', '--name', 'z', '--header', 'A: b', '--no-try', '--', 'srv'], /--header is for an HTTP server/],
       [['mcp', 'add', '--name', 'z', '--url', 'http://127.0.0.1:9/mcp', '--env', 'A=b'], /--env and --cwd are for a command server/],
-      [['mcp', 'add', '--name', 'z', '--env', '=b', '--', 'srv'], /--env takes KEY=VALUE.*name before "=" is missing/],
+      [['mcp', 'add', '--name', 'z', '--env', '=b', '--no-try', '--', 'srv'], /--env takes KEY=VALUE.*name before "=" is missing/],
     ] as [string[], RegExp][]) {
       const r = await svc(args);
       expect(r.exitCode, args.join(' ')).toBe(2);

@@ -63,7 +63,7 @@ describe('only an admin adds, changes or removes a command server', () => {
 
   it('an admin demoted to user can no longer change or remove the command server they added', async () => {
     const ops = await userApi(d.url, admin, 'ops', 'admin');
-    const made = await ops.post('/svc/v1/mcps', { name: 'ops-files', command: { command: 'srv', args: ['one'] } });
+    const made = await ops.post('/svc/v1/mcps', { name: 'ops-files', command: { command: 'srv', args: ['one'] }, try: false });
     expect(made.status, made.text).toBe(201);
     const id = made.body.instance.id as string;
     expect((await admin.put('/svc/v1/users/ops/role', { role: 'user' })).status).toBe(200);
@@ -93,7 +93,7 @@ describe('only an admin adds, changes or removes a command server', () => {
     try {
       const login = await svc(['login', '--username', 'cli-user', '--password-stdin'], 'pw-cli-user-12345\n');
       expect(login.exitCode, login.stderr).toBe(0);
-      const add = await svc(['mcp', 'add', '--name', 'cli-sneaky', '--env', `T=${MARKER}`, '--', '/bin/sh', '-c', 'id']);
+      const add = await svc(['mcp', 'add', '--name', 'cli-sneaky', '--env', `T=${MARKER}`, '--no-try', '--', '/bin/sh', '-c', 'id']);
       expect(add.exitCode).not.toBe(0);
       expect(add.stderr).toMatch(/Only an admin/);
       expect(add.stderr + add.stdout).not.toContain(MARKER);
@@ -108,19 +108,19 @@ describe('only an admin adds, changes or removes a command server', () => {
 describe('env values never leave svc', () => {
   it('no answer, log line or data dir file holds an env value, through the API and the CLI, on success and refusal', async () => {
     const answers: string[] = [];
-    const made = await admin.post('/svc/v1/mcps', { name: 'secretive', command: { command: 'srv', env: [{ name: 'API_TOKEN', value: MARKER }] } });
+    const made = await admin.post('/svc/v1/mcps', { name: 'secretive', command: { command: 'srv', env: [{ name: 'API_TOKEN', value: MARKER }] }, try: false });
     expect(made.status, made.text).toBe(201);
     const id = made.body.instance.id as string;
     answers.push(made.text);
     answers.push((await admin.get('/svc/v1/mcps')).text, (await admin.get(`/svc/v1/mcps/${id}`)).text);
-    answers.push((await admin.patch(`/svc/v1/mcps/${id}`, { command: { env: [{ name: 'API_TOKEN', value: `${MARKER}-2` }, { name: 'OTHER', value: `${MARKER}-3` }] } })).text);
+    answers.push((await admin.patch(`/svc/v1/mcps/${id}`, { command: { env: [{ name: 'API_TOKEN', value: `${MARKER}-2` }, { name: 'OTHER', value: `${MARKER}-3` }] }, try: false })).text);
     answers.push((await admin.patch(`/svc/v1/mcps/${id}`, { enabled: false })).text);
     // refusals that carry the value in the body say what is wrong without it
-    answers.push((await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv', env: [{ name: '9BAD', value: MARKER }] } })).text);
-    answers.push((await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv', env: [{ name: 'A', value: MARKER.repeat(2000) }] } })).text);
-    answers.push((await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv', env: [{ name: 'A', value: MARKER }] }, headers: [] })).text);
-    answers.push((await admin.patch(`/svc/v1/mcps/${id}`, { command: { env: [{ name: 'A', value: MARKER }, { name: 'A', value: MARKER }] } })).text);
-    const cliAdd = await svc(['mcp', 'add', '--name', 'secretive-cli', '--env', `CLI_TOKEN=${MARKER}-cli`, '--', 'srv']);
+    answers.push((await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv', env: [{ name: '9BAD', value: MARKER }] }, try: false })).text);
+    answers.push((await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv', env: [{ name: 'A', value: MARKER.repeat(2000) }] }, try: false })).text);
+    answers.push((await admin.post('/svc/v1/mcps', { name: 'bad', command: { command: 'srv', env: [{ name: 'A', value: MARKER }] }, headers: [], try: false })).text);
+    answers.push((await admin.patch(`/svc/v1/mcps/${id}`, { command: { env: [{ name: 'A', value: MARKER }, { name: 'A', value: MARKER }] }, try: false })).text);
+    const cliAdd = await svc(['mcp', 'add', '--name', 'secretive-cli', '--env', `CLI_TOKEN=${MARKER}-cli`, '--no-try', '--', 'srv']);
     expect(cliAdd.exitCode, cliAdd.stderr).toBe(0);
     for (const args of [['mcp', 'list'], ['mcp', 'list', '--json'], ['mcp', 'show', id], ['mcp', 'show', id, '--json'], ['mcp', 'show', cliAdd.stdout.trim()]]) {
       const r = await svc(args);
@@ -137,7 +137,7 @@ describe('env values never leave svc', () => {
 
 describe('what a command instance shows is inert on a terminal', () => {
   it('arguments with terminal escapes are shown with them made harmless, in list and show', async () => {
-    const made = await admin.post('/svc/v1/mcps', { name: 'escapes', command: { command: 'srv', args: ['\u001b]0;pwned\u0007', 'a\u001b[2Jb', 'tab\there'] } });
+    const made = await admin.post('/svc/v1/mcps', { name: 'escapes', command: { command: 'srv', args: ['\u001b]0;pwned\u0007', 'a\u001b[2Jb', 'tab\there'] }, try: false });
     expect(made.status, made.text).toBe(201);
     const id = made.body.instance.id as string;
     for (const tty of [undefined, { columns: 200 }]) {

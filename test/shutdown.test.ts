@@ -55,10 +55,10 @@ it('stops its start steps in the reverse of their order: daemon.json goes last b
       .map((line) => JSON.parse(line) as { msg: string; step?: string })
       .filter((e) => e.msg === msg)
       .map((e) => e.step);
-  expect(stepsLogged('start step')).toEqual(['lock', 'daemon.json', 'store', 'listen', 'master key', 'first-start hold', 'key check', 'CLI socket', 'write daemon.json', 'activity', 'app', 'first admin', 'idle memory']);
+  expect(stepsLogged('start step')).toEqual(['lock', 'daemon.json', 'store', 'listen', 'master key', 'first-start hold', 'key check', 'CLI socket', 'write daemon.json', 'activity', 'command servers', 'app', 'first admin', 'idle memory']);
   await d.stop();
   // the steps with nothing to undo (the key, the file's writing, the first admin) are not listed
-  expect(stepsLogged('stop step')).toEqual(['idle memory', 'app', 'activity', 'CLI socket', 'first-start hold', 'listen', 'store', 'daemon.json', 'lock']);
+  expect(stepsLogged('stop step')).toEqual(['idle memory', 'app', 'command servers', 'activity', 'CLI socket', 'first-start hold', 'listen', 'store', 'daemon.json', 'lock']);
   expect(stepsLogged('shutdown step failed')).toEqual([]);
 });
 

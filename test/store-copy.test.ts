@@ -188,7 +188,7 @@ describe.skipIf(!available)("svc store copy: a data dir's store into a team's Po
     const file = await startTestDaemon({ dataDir });
     running.push({ stop: () => file.close() });
     const admin = await new Api(file.url).login('admin', file.adminPassword);
-    const made = await admin.post('/svc/v1/mcps', { name: 'Filesystem', command: { command: 'npx', args: ['-y', 'server-filesystem', '/srv'], env: [{ name: 'FS_TOKEN', value: marker }], cwd: '/srv' } });
+    const made = await admin.post('/svc/v1/mcps', { name: 'Filesystem', command: { command: 'npx', args: ['-y', 'server-filesystem', '/srv'], env: [{ name: 'FS_TOKEN', value: marker }], cwd: '/srv' }, try: false });
     expect(made.status, made.text).toBe(201);
     const id = made.body.instance.id as string;
     await file.close();

@@ -9,7 +9,9 @@ import { LOCAL_LOGIN_LABEL } from '../daemon-info.js';
 import type { AppDeps } from '../http/context.js';
 import { ApiKeysService } from '../keys/service.js';
 import { HeldCalls } from '../mcp/held-calls.js';
-import { type CommandHooks, McpInstancesService } from '../mcp/instances.js';
+import { type CommandSpec, McpInstancesService } from '../mcp/instances.js';
+import { CommandServers } from '../mcp/command/servers.js';
+import type { CommandSupervisor } from '../mcp/command/supervisor.js';
 import { ToolPolicies } from '../mcp/policies.js';
 import { McpToolsService } from '../mcp/tools.js';
 import { UpstreamOAuth } from '../mcp/upstream-oauth/service.js';
@@ -38,17 +40,26 @@ export interface Services {
   providers: ProvidersService;
   catalog: ModelCatalog;
   downloads: ModelDownloads;
+  /** the command servers' processes, when this daemon runs them */
+  commands?: CommandServers;
 }
 
 /** Builds the services on the store and tells the person on the desktop what waits for them. */
-/** `commandHooks`: what runs command MCP servers (tries one on add, reports its processes), when something does. */
-export async function createServices(deps: AppDeps, activity: ActivityStore, commandHooks?: CommandHooks): Promise<Services> {
+/** `supervisor`: what runs command MCP servers, when something does (tries one on add, reports its processes). */
+export async function createServices(deps: AppDeps, activity: ActivityStore, supervisor?: CommandSupervisor): Promise<Services> {
   const users = new UsersService(deps.repos, deps.clock);
   const login = new LoginService(users, deps.clock, deps.localLoginProof ?? deps.box.derive(LOCAL_LOGIN_LABEL), DEFAULT_LOGIN_LIMITS, deps.repos.loginFailures);
   const loginLinks = new LoginLinks(deps.box, deps.repos, deps.clock);
   const notifier = new DesktopNotifier({ enabled: deps.config.notify, logger: deps.logger });
   const upstreamOAuth = new UpstreamOAuth({ repos: deps.repos, box: deps.box, clock: deps.clock, logger: deps.logger, baseUrl: deps.baseUrl, notify: (t, b, l) => notifier.notify(t, b, l) });
-  const instances = new McpInstancesService(deps.repos, deps.box, deps.clock, commandHooks, upstreamOAuth);
+  // the instances' service tells the registry what to run; the registry is its hooks
+  let commands: CommandServers | undefined;
+  const hooks = supervisor ? { probe: (spec: CommandSpec, secrets: string[]) => commands!.probe(spec, secrets), status: (id: string) => commands!.status(id) } : {};
+  const instances: McpInstancesService = new McpInstancesService(deps.repos, deps.box, deps.clock, hooks, upstreamOAuth);
+  if (supervisor) {
+    commands = new CommandServers(supervisor, instances, deps.config.mcpTimeoutMs);
+    commands.watch(deps.repos);
+  }
   const clients = new OAuthClientsService(deps.repos, deps.box, deps.clock);
   const appInfo: AppInfoLookup = async (clientId) => {
     const key = await keys.appInfo(clientId);
@@ -65,7 +76,7 @@ export async function createServices(deps: AppDeps, activity: ActivityStore, com
     activity,
   );
   const keys = new ApiKeysService(deps.repos, requests, deps.clock);
-  const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs);
+  const mcpTools = new McpToolsService(deps.repos, instances, deps.clock, deps.config.mcpTimeoutMs, commands);
   // A review waits for an instance's tool list at most this long; a call of a tool may wait the full timeout.
   const policies = new ToolPolicies(deps.repos, mcpTools, deps.clock, deps.logger, Math.min(5_000, deps.config.mcpTimeoutMs));
   const held = new HeldCalls(deps.clock, deps.logger, deps.config.callApprovalTimeoutS * 1000, deps.repos.heldCalls, (view) => policies.remember(view));
@@ -77,7 +88,7 @@ export async function createServices(deps: AppDeps, activity: ActivityStore, com
     allowNetworks: deps.config.downloadAllowNetworks,
     replica: deps.config.database ? replicaOf(os.hostname(), deps.config.dataDir) : undefined,
   });
-  return { users, login, loginLinks, instances, upstreamOAuth, clients, appInfo, activity, requests, keys, mcpTools, policies, held, providers, catalog, downloads };
+  return { users, login, loginLinks, instances, upstreamOAuth, clients, appInfo, activity, requests, keys, mcpTools, policies, held, providers, catalog, downloads, commands };
 }
 
 /** A desktop notice for each held tool call and each new access request, pointing at its page. */

@@ -5,7 +5,11 @@ import type { OpenStreams } from '../http/open-streams.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { jsonValue } from '../http/validate.js';
 import type { McpInstanceRecord } from '../store/schema.js';
-import type { McpInstancesService } from './instances.js';
+import { isCommandInstance, type McpInstancesService } from './instances.js';
+import type { CommandServers } from './command/servers.js';
+import { httpTransport } from './transport/http.js';
+import type { McpTransport } from './transport/types.js';
+import { upstreamUnavailable } from '../upstream/client.js';
 import { type GateDeps, type ToolGate, toolGate } from './gate.js';
 import { HELD_TEXTS, MCP_PROXY_BODY_LIMIT, proxyMcp, requestBodyOnce } from './proxy.js';
 import { toolNameFault } from './policies.js';
@@ -83,7 +87,7 @@ async function proxyAgain(ctx: AppContext, instances: McpInstancesService, stale
   const instance = (await instances.find(stale.id)) ?? stale;
   const headers = await instances.openHeaders(instance);
   try {
-    await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);
+    await proxyMcp(ctx, instance, httpTransport(instance), headers, timeoutMs, streams, gate);
   } catch (err) {
     // the new token refused as well: the sign-in is no good
     if (!(err instanceof AppError && err.code === 'upstream_rejected' && refusedToken(err))) throw err;
@@ -120,7 +124,15 @@ const callToolResult = z.looseObject({ content: z.array(z.unknown()), isError: z
  * App-facing MCP endpoints (decisions: MCP); any app token (scope_user_user or above). Only instances
  * in the token's grant exist here; a disabled one is listed but refuses calls.
  */
-export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsService, originAllowed: (ctx: AppContext) => Promise<boolean>, timeoutMs: number, streams: OpenStreams, gates: GateDeps): AnyRouteDef[] {
+export function appMcpRoutes(
+  instances: McpInstancesService,
+  tools: McpToolsService,
+  originAllowed: (ctx: AppContext) => Promise<boolean>,
+  timeoutMs: number,
+  streams: OpenStreams,
+  gates: GateDeps,
+  commands?: CommandServers,
+): AnyRouteDef[] {
   const gateOf = (ctx: AppContext, m: McpInstanceRecord) => toolGate(gates, ctx.state.grant!, m);
   /** the tools this grant may see: the denied ones are left out, as from tools/list */
   const seen = (ctx: AppContext, m: McpInstanceRecord, list: CachedTool[]) => {
@@ -147,7 +159,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     const headers = await instances.openHeaders(instance);
     const gate = watchedGate(gateOf(ctx, instance));
     try {
-      await proxyMcp(ctx, instance, headers, timeoutMs, streams, gate);
+      await proxyMcp(ctx, instance, transportOf(instance, ctx.state.grant!.record.id, commands), headers, timeoutMs, streams, gate);
     } catch (err) {
       // the server refused the sign-in's token: refreshed, or the instance needs a sign-in
       if (!(instance.oauth && instances.oauth && err instanceof AppError && err.code === 'upstream_rejected')) throw err;
@@ -165,7 +177,8 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
-    errors: [400, 401, 403, 404, 413, 502, 504],
+    // 503: a command server's bounds (mcp_servers_busy) or its back-off, with Retry-After
+    errors: [400, 401, 403, 404, 413, 502, 503, 504],
   };
   return [
     defineRoute({
@@ -200,11 +213,11 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       auth: 'bearer',
       params: instanceParams,
       responses: { 200: { description: 'Allowed tools', schema: z.object({ tools: z.array(tool) }) } },
-      errors: [401, 403, 404, 502, 504],
+      errors: [401, 403, 404, 502, 503, 504],
       async handler(ctx, { params }) {
         if (ctx.state.activity) ctx.state.activity.mcp_method = 'tools/list';
         const instance = await grantedInstance(ctx, instances, params.id);
-        return { tools: seen(ctx, instance, await tools.refresh(instance)) };
+        return { tools: seen(ctx, instance, await tools.refresh(instance, undefined, ctx.state.grant!.record.id)) };
       },
     }),
     defineRoute({
@@ -219,7 +232,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       params: toolParams,
       body: executeBody,
       responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
-      errors: [400, 401, 403, 404, 413, 502, 504],
+      errors: [400, 401, 403, 404, 413, 502, 503, 504],
       async handler(ctx, { params, body }) {
         if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
         const instance = await grantedInstance(ctx, instances, params.id);
@@ -229,7 +242,7 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
         const gate = gateOf(ctx, instance);
         const choice = await gate.choose(params.tool_name);
         if (choice === 'deny') throw toolNotAllowed(params.tool_name);
-        const run = () => tools.execute(instance, params.tool_name, body.params);
+        const run = () => tools.execute(instance, params.tool_name, body.params, ctx.state.grant!.record.id);
         if (choice === 'ask') return heldExecute(ctx, gate, params.tool_name, body.params, run);
         return { result: await run() };
       },
@@ -260,4 +273,11 @@ export function appMcpRoutes(instances: McpInstancesService, tools: McpToolsServ
       handler: (ctx, { params }) => proxy(ctx, params.id),
     }),
   ];
+}
+
+/** How the proxy reaches an instance: its URL, or the grant's processes of a command server. */
+function transportOf(instance: McpInstanceRecord, grantId: string, commands: CommandServers | undefined): McpTransport {
+  if (!isCommandInstance(instance)) return httpTransport(instance);
+  if (!commands) throw upstreamUnavailable('svc does not run command servers here.');
+  return commands.transport(instance, grantId);
 }

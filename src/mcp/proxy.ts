@@ -7,7 +7,7 @@ import { mediaTypeOf } from '../upstream/media-type.js';
 import { credentialSecrets, scrubJsonTextOfAll, scrubTextOfAll } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
 import { LookalikeKeys } from '../http/lookalike-keys.js';
-import { abortOnClientGone, abortUpstream, callUpstream, type ClientGone, readBody } from '../upstream/client.js';
+import { abortOnClientGone, abortUpstream, type ClientGone, readBody } from '../upstream/client.js';
 import { pumpStream, type StreamTransform, takeResponse } from '../upstream/pump.js';
 import type { McpInstanceRecord } from '../store/schema.js';
 import type { ServerResponse } from 'node:http';
@@ -15,10 +15,9 @@ import type { Readable } from 'node:stream';
 import { type HeldOutcome, sentAsShown } from './held-calls.js';
 import type { ToolGate } from './gate.js';
 import { toolNameFault } from './policies.js';
+import type { McpTransport } from './transport/types.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
-/** How long an established GET stream may go without a byte (servers may have nothing to say for hours). */
-const GET_STREAM_QUIET_MS = 24 * 60 * 60 * 1000;
 /** The most of a non-streamed MCP answer svc reads before relaying it. */
 const MCP_ANSWER_LIMIT = 32 * 1024 * 1024;
 
@@ -324,7 +323,7 @@ export async function requestBodyOnce(ctx: AppContext): Promise<Buffer> {
   return body;
 }
 
-export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, instanceHeaders: Record<string, string>, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
+export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, transport: McpTransport, instanceHeaders: Record<string, string>, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
   const method = ctx.method;
   if (method !== 'GET' && method !== 'POST' && method !== 'DELETE') {
     throw new AppError('method_not_allowed', 'The MCP endpoint takes GET, POST and DELETE.', { headers: { Allow: 'GET, POST, DELETE' } });
@@ -410,7 +409,7 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
   const secrets = credentialSecrets(Object.values(instanceHeaders));
-  const input: RelayInput = { method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id), eventForApp: (id) => gate.eventForApp(id) };
+  const input: RelayInput = { transport, method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id), eventForApp: (id) => gate.eventForApp(id) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
   // The GET stream ends when svc stops: its upstream call is aborted, and the pump ends the answer.
@@ -425,6 +424,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, ins
 }
 
 type RelayInput = {
+  /** how the request reaches the instance's server (transport/) */
+  transport: McpTransport;
   method: string;
   headers: Record<string, string>;
   text?: string;
@@ -517,18 +518,8 @@ async function relayHeld(ctx: AppContext, instance: McpInstanceRecord, m: JsonRp
  * streamed). `into`: a stream svc already answers with (a held call's), which the upstream's answer
  * then ends.
  */
-async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { method, headers, text, visible, secrets, timeoutMs, abort, sessionForApp, eventForApp }: RelayInput, into?: ServerResponse): Promise<void> {
-  const upstream = await callUpstream({
-    url: new URL(instance.url),
-    method: method as 'GET' | 'POST',
-    headers,
-    body: text,
-    name: `MCP server of instance ${instance.name.slice(0, 60)}`,
-    // every answer must start in time; only an established GET stream may then stay quiet for long
-    timeoutMs,
-    ...(method === 'GET' ? { bodyTimeoutMs: GET_STREAM_QUIET_MS, stream: true } : {}),
-    signal: abort,
-  });
+async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { transport, method, headers, text, visible, secrets, timeoutMs, abort, sessionForApp, eventForApp }: RelayInput, into?: ServerResponse): Promise<void> {
+  const upstream = await transport.call({ method: method as 'GET' | 'POST' | 'DELETE', headers, text, timeoutMs, abort });
 
   const contentType = String(upstream.headers['content-type'] ?? '');
   const answer = upstream.body;

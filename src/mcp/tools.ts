@@ -9,6 +9,9 @@ import type { McpInstancesService } from './instances.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { type McpTarget, originBoundFetch, withMcpClient } from './upstream-client.js';
 import { signInRequired } from './upstream-oauth/tokens.js';
+import type { CommandServers } from './command/servers.js';
+import { isCommandInstance } from './instances.js';
+import { upstreamUnavailable } from '../upstream/client.js';
 
 export type { CachedTool } from '../store/records.js';
 
@@ -35,6 +38,8 @@ export class McpToolsService {
     private readonly instances: McpInstancesService,
     private readonly clock: Clock,
     private readonly timeoutMs: number,
+    /** the processes of command servers, when svc runs them */
+    private readonly commands?: CommandServers,
   ) {}
 
   async target(instance: McpInstanceRecord, timeoutMs = this.timeoutMs): Promise<McpTarget> {
@@ -46,7 +51,12 @@ export class McpToolsService {
    * server refused the token before it ran anything) is met with a refresh and one more try; when
    * no new token can be had, the instance needs a sign-in and the call says so.
    */
-  private async withInstance<T>(instance: McpInstanceRecord, timeoutMs: number | undefined, fn: (client: Client, timeout: number) => Promise<T>): Promise<{ result: T; target: McpTarget }> {
+  private async withInstance<T>(instance: McpInstanceRecord, timeoutMs: number | undefined, fn: (client: Client, timeout: number) => Promise<T>, grantId?: string): Promise<{ result: T; target: McpTarget }> {
+    if (isCommandInstance(instance)) {
+      // a command server: the grant's kept process (for svc's own look at its tools, one just for that)
+      if (!this.commands) throw upstreamUnavailable('svc does not run command servers here.');
+      return { result: await this.commands.withClient(instance, grantId, fn, timeoutMs), target: { url: instance.url, headers: {} } };
+    }
     const oauth = this.instances.oauth;
     for (let attempt = 0; ; attempt++) {
       const target = await this.target(instance, timeoutMs);
@@ -77,7 +87,7 @@ export class McpToolsService {
   }
 
   /** Fetches and caches the instance's whole tool list (annotations included); answers the allowed tools. */
-  async refresh(instance: McpInstanceRecord, timeoutMs?: number): Promise<CachedTool[]> {
+  async refresh(instance: McpInstanceRecord, timeoutMs?: number, grantId?: string): Promise<CachedTool[]> {
     this.requireEnabled(instance);
     const { result: tools } = await this.withInstance(instance, timeoutMs, async (client, timeout) => {
       const all: Tool[] = [];
@@ -88,7 +98,7 @@ export class McpToolsService {
         cursor = page.nextCursor;
       } while (cursor && all.length < 10_000);
       return all;
-    });
+    }, grantId);
     const cache: ToolCache = {
       tools: tools.map((t) => {
         const annotations = toolHints(t.annotations);
@@ -100,10 +110,10 @@ export class McpToolsService {
     return cache.tools.filter((t) => toolAllowed(instance, t.name));
   }
 
-  async execute(instance: McpInstanceRecord, name: string, params: Record<string, unknown>): Promise<CallToolResult> {
+  async execute(instance: McpInstanceRecord, name: string, params: Record<string, unknown>, grantId?: string): Promise<CallToolResult> {
     this.requireEnabled(instance);
     if (!toolAllowed(instance, name)) throw toolNotAllowed(name);
-    const { result, target } = await this.withInstance(instance, undefined, async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult);
+    const { result, target } = await this.withInstance(instance, undefined, async (client, timeout) => (await client.callTool({ name, arguments: params }, undefined, { timeout })) as CallToolResult, grantId);
     // A tool may quote the instance's credentials back (an "echo the request" tool, a verbose error).
     const text = JSON.stringify(result);
     const clean = scrubJsonTextOfAll(text, credentialSecrets(Object.values(target.headers)));

@@ -13,16 +13,19 @@ import { readSecret } from '../prompt.js';
  */
 async function overviewOf(client: DaemonClient) {
   type Row = { status: string; app_client_id: string };
-  const [drafts, approved, providers] = await Promise.all([
+  const [drafts, approved, providers, mcps] = await Promise.all([
     client.request<{ data: Row[] }>('GET', '/svc/v1/access-requests?status=draft'),
     client.request<{ data: Row[] }>('GET', '/svc/v1/access-requests?status=approved'),
     client.request<{ data: { name: string; discovered_at: string | null; discovery_error: string | null }[] }>('GET', '/svc/v1/providers').catch(() => ({ body: { data: [] } })),
+    client.request<{ data: { processes?: { live: number } }[] }>('GET', '/svc/v1/mcps').catch(() => ({ body: { data: [] } })),
   ]);
   const keys = approved.body.data.filter((r) => r.app_client_id.startsWith('svc-key:')).length;
   return {
     requests_waiting: drafts.body.data.length,
     grants_active: approved.body.data.length - keys,
     keys_active: keys,
+    // the processes of this user's command servers on the daemon that answered
+    command_processes: mcps.body.data.reduce((n, m) => n + (m.processes?.live ?? 0), 0),
     providers: providers.body.data.map((p) => ({ name: p.name, discovered_at: p.discovered_at, discovery_error: p.discovery_error })),
   };
 }
@@ -73,6 +76,7 @@ export function registerSession(program: Command, o: Output): void {
             ? ([
                 ['waiting', `${overview.requests_waiting} access request${overview.requests_waiting === 1 ? '' : 's'} (svc review)`],
                 ['active', `${overview.grants_active} grant${overview.grants_active === 1 ? '' : 's'}, ${overview.keys_active} API key${overview.keys_active === 1 ? '' : 's'} (svc activity)`],
+                ['command servers', `${overview.command_processes} process${overview.command_processes === 1 ? '' : 'es'} running`],
                 ...overview.providers.map((p): [string, unknown] => [`provider ${p.name}`, p.discovery_error ? `discovery failed ${when(o, p.discovered_at)}: ${p.discovery_error}` : p.discovered_at ? `discovered ${when(o, p.discovered_at)}` : 'not discovered yet']),
               ] as [string, unknown][])
             : []),

@@ -163,6 +163,7 @@ export class CommandSupervisor {
     if (wait <= 0) return;
     throw new AppError('mcp_server_backoff', `The command server keeps failing (${state.why}); svc starts it again in ${Math.ceil(wait / 1000)} s.`, {
       headers: { 'Retry-After': String(Math.max(1, Math.ceil(wait / 1000))) },
+      expose: true,
     });
   }
 
@@ -212,7 +213,7 @@ export class CommandSupervisor {
   private spawnFailed(instanceId: string, state: InstanceState | null, message: string): AppError {
     if (state) this.onChildExit(state, { code: null, signal: null, at: new Date(this.clock()).toISOString(), reason: 'spawn_failed' });
     this.opts.logger.warn({ mcp_instance: instanceId || undefined, message }, 'command server could not start');
-    return new AppError('mcp_server_failed', message);
+    return new AppError('mcp_server_failed', message, { expose: true });
   }
 
   private supervise(proc: ChildProcess, instanceId: string, key: string, secrets: string[], state: InstanceState | null): SupervisedChild {
@@ -285,7 +286,8 @@ function spawnDetached(spec: CommandSpec): ChildProcess {
   });
 }
 
-const busy = (message: string) => new AppError('mcp_servers_busy', message, { headers: { 'Retry-After': String(BUSY_RETRY_AFTER_S) } });
+// their messages name no secret (a command's is scrubbed): the app is told why
+const busy = (message: string) => new AppError('mcp_servers_busy', message, { headers: { 'Retry-After': String(BUSY_RETRY_AFTER_S) }, expose: true });
 
 /** Only values long enough to be secrets are scrubbed from what a child writes (short ones would blot out the log). */
 const scrubbable = (secrets: string[]) => [...new Set(secrets)].filter((s) => s.length >= MIN_SCRUBBED_KEY_LENGTH);
