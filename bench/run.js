@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-const BENCHMARKS = ['bearer', 'proxy', 'messages', 'mcp', 'footprint', 'activity'];
+const BENCHMARKS = ['bearer', 'proxy', 'messages', 'mcp', 'command', 'footprint', 'activity'];
 
 const dist = fileURLToPath(new URL('../dist/daemon.js', import.meta.url));
 if (!existsSync(dist)) {
