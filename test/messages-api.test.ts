@@ -442,4 +442,61 @@ describe('/v1/messages with the Anthropic SDK', () => {
       expect(JSON.parse(text)).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
     });
   });
+
+  describe('browsers', () => {
+    it("the CORS preflight allows what the Anthropic SDK sends from a page: its version, betas, x-api-key, the browser opt-in and every x-stainless-* header", async () => {
+      const asked = ['anthropic-version', 'anthropic-beta', 'x-api-key', 'anthropic-dangerous-direct-browser-access', 'content-type', 'x-stainless-arch', 'x-stainless-lang', 'x-stainless-os', 'x-stainless-package-version', 'x-stainless-retry-count', 'x-stainless-runtime', 'x-stainless-runtime-version', 'x-stainless-timeout'];
+      const res = await fetch(`${d.url}/v1/messages`, {
+        method: 'OPTIONS',
+        headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': asked.join(',') },
+        signal: AbortSignal.timeout(15_000),
+      });
+      expect(res.status).toBe(204);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      const allowed = new Set(res.headers.get('access-control-allow-headers')!.split(',').map((h) => h.trim().toLowerCase()));
+      for (const h of asked) expect(allowed, h).toContain(h);
+      // only the SDK's own prefix is allowed by what is asked, nothing else a preflight names
+      const other = await fetch(`${d.url}/v1/messages`, {
+        method: 'OPTIONS',
+        headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-forwarded-for,cookie' },
+        signal: AbortSignal.timeout(15_000),
+      });
+      expect(other.headers.get('access-control-allow-headers')!.toLowerCase()).not.toMatch(/x-forwarded-for|cookie/);
+    });
+  });
+});
+
+describe('/v1/messages holds the grant\'s calls in flight', () => {
+  it('past its calls in flight a grant gets 429 rate_limit_error with Retry-After, while another grant goes through; the slots come back', async () => {
+    const d = await startTestDaemon({ config: { grantConcurrency: 2, rateLimitClient: 0, rateLimitAddress: 0 } });
+    const slow = await startUpstream({ chunkDelayMs: 300, chunks: 4 });
+    try {
+      const admin = await new Api(d.url).login('admin', d.adminPassword);
+      expect((await admin.post('/svc/v1/providers', { name: 'slow', base_url: slow.url })).status).toBe(201);
+      const keyFor = async (name: string) => (await admin.post('/svc/v1/keys', { name })).body.key as string;
+      const [hog, other] = [await keyFor('hog'), await keyFor('other')];
+      const stream = (key: string) =>
+        fetch(`${d.url}/v1/messages`, {
+          method: 'POST',
+          headers: { 'x-api-key': key, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ model: 'fake-model', max_tokens: 5, stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+          signal: AbortSignal.timeout(15_000),
+        });
+      const started = await Promise.all([stream(hog), stream(hog)]);
+      expect(started.map((r) => r.status)).toEqual([200, 200]);
+      const refused = await stream(hog);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(await refused.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+      const others = await stream(other);
+      expect(others.status).toBe(200);
+      await Promise.all([...started, others].map((r) => r.text()));
+      const again = await stream(hog);
+      expect(again.status).toBe(200);
+      expect(await again.text()).toContain('message_stop');
+    } finally {
+      await d.stop();
+      await slow.close();
+    }
+  });
 });

@@ -6,7 +6,8 @@ export interface Tokens {
   tokens_out?: number;
 }
 
-function tokensOf(usage: unknown): Tokens | null {
+/** The token counts of a parsed `usage` object (chat's names or the Messages API's); null when it has none. */
+export function tokensOf(usage: unknown): Tokens | null {
   if (!usage || typeof usage !== 'object') return null;
   const u = usage as Record<string, unknown>;
   const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : undefined);

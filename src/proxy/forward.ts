@@ -59,10 +59,10 @@ export interface Dialect {
   /** false: the call spends no tokens (a count of them): nothing is reserved or counted */
   spends?: false;
   /**
-   * A whole answer turned into the app's format, with its usage; absent: relayed as it came.
-   * Throws an AppError for an answer it cannot read.
+   * A whole answer (its text, the key already scrubbed) turned into the app's format, with its
+   * usage; absent: relayed as it came. Throws an AppError for an answer it cannot read.
    */
-  answer?(buf: Buffer, body: Record<string, unknown>, name: string): { text: string; tokens: Tokens | null };
+  answer?(text: string, body: Record<string, unknown>, name: string): { text: string; tokens: Tokens | null };
 }
 
 /**
@@ -213,10 +213,11 @@ async function relayStream(
   const name = resolved.provider.name;
   headers['X-Accel-Buffering'] = 'no';
   const res = takeResponse(ctx, upstream.statusCode, headers);
-  // The headers go at once, so the app sees the answer start as the upstream does.
-  res.flushHeaders();
+  // The headers go at once, so the app sees the answer start as the upstream does; with what the
+  // dialect sends first (Messages' message_start) when it has something, in the same write.
   const first = relay.start();
   if (first) res.write(first);
+  else res.flushHeaders();
   const quiet = relay.ping ? pingWhileQuiet(res, relay, relay.ping, deps.pingMs ?? 10_000) : null;
   await pumpStream(res, upstream.body, quiet?.transform ?? relay, (why) => {
     const [message, code] =
@@ -301,8 +302,8 @@ async function relayAnswer(providers: ProvidersService, ctx: AppContext, upstrea
 /** A whole answer the dialect translates: its text in the app's format, the key scrubbed from it (before it is parsed, so from every spelling). */
 function translatedAnswer(providers: ProvidersService, ctx: AppContext, upstream: UpstreamResponse, headers: Record<string, string>, call: WholeAnswerCall, buf: Buffer): void {
   const key = scrubKey(providers, call.resolved);
-  const scrubbed = key ? Buffer.from(scrubJsonText(buf.toString('utf8'), key)) : buf;
-  const { text, tokens } = call.dialect.answer!(scrubbed, call.body, call.name);
+  const whole = buf.toString('utf8');
+  const { text, tokens } = call.dialect.answer!(key ? scrubJsonText(whole, key) : whole, call.body, call.name);
   if (ctx.state.activity) Object.assign(ctx.state.activity, tokens ?? { ...answerEstimate(call.endpoint, call.requestBytes, buf.length), tokens_estimated: true });
   headers['Content-Type'] = 'application/json';
   headers['Content-Length'] = String(Buffer.byteLength(text));

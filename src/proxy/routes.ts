@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AppError, invalidBody } from '../errors.js';
 import type { Middleware } from 'koa';
-import type { AppDeps, AppState } from '../http/context.js';
+import type { AppContext, AppDeps, AppState } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { LookalikeKeys } from '../http/lookalike-keys.js';
 import { parseOrThrow } from '../http/validate.js';
@@ -232,6 +232,14 @@ function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forw
 const anthropicMessage = z.looseObject({ type: z.literal('message') }).describe("Anthropic's Message, or text/event-stream events (message_start ... message_stop) when stream is true");
 const tokenCount = z.object({ input_tokens: z.number().int() }).meta({ id: 'MessagesTokenCount', description: "The provider's own count where it serves the Messages API, else svc's estimate" });
 
+/** A Messages path's body: read raw (bounded), parsed once against its schema, refused when it has a lookalike key. */
+async function readMessagesBody<S extends z.ZodType<Record<string, unknown>>>(ctx: AppContext, schema: S): Promise<{ raw: string; body: z.infer<S> }> {
+  const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
+  const body = parseOrThrow(schema, json, 'body');
+  refuseLookalikeKeys(body);
+  return { raw, body };
+}
+
 /**
  * Anthropic's Messages API (docs/api.md, /v1/messages): on the same grants, limits, activity and
  * forward as chat. A provider that serves the Messages API gets the call passed through; any
@@ -253,9 +261,7 @@ function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] 
       responses: { 200: { description: 'Anthropic Message, or its event stream', schema: anthropicMessage } },
       errors: [400, 401, 403, 404, 413, 429, 502, 504],
       async handler(ctx) {
-        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-        const body = parseOrThrow(messagesRequest, json, 'body');
-        refuseLookalikeKeys(body);
+        const { raw, body } = await readMessagesBody(ctx, messagesRequest);
         await forward(ctx, (resolved) => (speaksMessages(resolved) ? passedMessages : translatedMessages), raw, body, body.stream === true);
       },
     }),
@@ -273,9 +279,7 @@ function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] 
       responses: { 200: { description: 'The count', schema: tokenCount } },
       errors: [400, 401, 403, 404, 413, 429, 502, 504],
       async handler(ctx) {
-        const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-        const body = parseOrThrow(countTokensRequest, json, 'body');
-        refuseLookalikeKeys(body);
+        const { raw, body } = await readMessagesBody(ctx, countTokensRequest);
         if (ctx.state.activity) ctx.state.activity.model = body.model;
         const resolved = await resolveModel(catalog, body);
         if (speaksMessages(resolved)) return forward(ctx, passedCountTokens, raw, body, false);

@@ -6,7 +6,7 @@
  * forward's grant checks, limits, activity and key scrubbing are the same as chat's.
  */
 import { invalidBody } from '../../errors.js';
-import { tokensOfBytes, UsageTap, usageInAnswer } from '../../activity/usage.js';
+import { tokensOf, tokensOfBytes, UsageTap } from '../../activity/usage.js';
 import type { ResolvedModel } from '../../models/catalog.js';
 import { upstreamUnavailable } from '../../upstream/client.js';
 import type { LineRelay } from '../../upstream/scrub.js';
@@ -58,17 +58,18 @@ export const translatedMessages: Dialect = {
       ping: () => translator.ping(),
     };
   },
-  answer(buf, body, name) {
+  answer(whole, body, name) {
     const req = body as MessagesRequest;
     let parsed: unknown;
     try {
-      parsed = JSON.parse(buf.toString('utf8'));
+      parsed = JSON.parse(whole);
     } catch {
       throw upstreamUnavailable(`Upstream ${name} sent an incomplete or malformed answer.`);
     }
     try {
       const message = fromChat(parsed, { model: req.model, stopSequences: req.stop_sequences });
-      return { text: JSON.stringify(message), tokens: usageInAnswer(buf) };
+      // the usage read from the answer already parsed, not looked for again in its bytes
+      return { text: JSON.stringify(message), tokens: tokensOf((parsed as { usage?: unknown }).usage) };
     } catch (err) {
       if (err instanceof MalformedAnswerError) throw upstreamUnavailable(`Upstream ${name} answered something that is not a chat completion.`);
       throw err;

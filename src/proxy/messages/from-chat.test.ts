@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fromChat, MalformedAnswerError } from './from-chat.js';
+import { fromChat, MalformedAnswerError, newId } from './from-chat.js';
 
 const answer = (message: Record<string, unknown>, finish: string | null, extra: Record<string, unknown> = {}) => ({
   id: 'chatcmpl-1',
@@ -61,5 +61,17 @@ describe('chat completion to Message', () => {
     expect(() => fromChat({ error: 'x' }, { model: 'm' })).toThrow(MalformedAnswerError);
     expect(() => fromChat(null, { model: 'm' })).toThrow(MalformedAnswerError);
     expect(() => fromChat({ choices: [{}] }, { model: 'm' })).toThrow(MalformedAnswerError);
+  });
+});
+
+describe('message and tool ids', () => {
+  it('are of Anthropic\'s shape and never repeat, across many draws of the random pool', () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 2000; i++) {
+      const id = newId(i % 2 ? 'msg_' : 'toolu_');
+      expect(id).toMatch(/^(msg_|toolu_)[A-Za-z0-9_-]{24}$/);
+      ids.add(id.slice(id.indexOf('_') + 1));
+    }
+    expect(ids.size).toBe(2000);
   });
 });
