@@ -4,11 +4,11 @@
 // supergateway is fetched from the npm registry into a temp folder the first time (SUPERGATEWAY=
 // a path to its bin instead).
 import { execFileSync } from 'node:child_process';
+import { request as raw } from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { adminClient, fmt, interleavedMany, request, startProcess, startSvc, stop } from './lib/harness.js';
+import { adminClient, cpuMs, fmt, freePort, interleavedMany, request, startProcess, startSvc, stop } from './lib/harness.js';
 
 export const name = 'command';
 export const description = 'tools/call to a command MCP server through svc against supergateway, idle CPU and memory with 50 sessions';
@@ -29,31 +29,13 @@ function supergatewayScript() {
   return script;
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 function rssMiB(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(status)[1]) / 1024;
 }
 
-function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
 /** A session on `url`: initialize, then the initialized notification; answers the headers its calls carry. */
 async function openSession(url, headers) {
-  const { request: raw } = await import('node:http');
   const sessionId = await new Promise((resolve, reject) => {
     const req = raw(url, { method: 'POST', headers: { ...headers, 'Content-Length': Buffer.byteLength(init) } }, (res) => {
       res.resume();

@@ -1,24 +1,12 @@
-import { readFileSync } from 'node:fs';
 // Anthropic's /v1/messages translated onto the upstream's chat completions, against svc's own
 // /v1/chat/completions on the same upstream and daemon, in one interleaved run.
-import { fmt, interleavedMany, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { cpuMs, fmt, interleavedMany, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
 // The targets: what translating adds over the chat path it shares.
 const TARGETS = { p50AddedMs: 0.05, ttfcAddedMs: 0.05, cpuRatio: 1.15 };
 // One body fits both formats: a model, max_tokens and one user message of text.
 const body = JSON.stringify({ model: 'bench-model', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] });
 const streamBody = JSON.stringify({ model: 'bench-model', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }], stream: true });
-
-/** CPU time (user + system) a process has used so far, in ms, from /proc (Linux); NaN elsewhere. */
-function cpuMs(pid) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const after = fields.slice(fields.lastIndexOf(')') + 2).split(' ');
-    return ((Number(after[11]) + Number(after[12])) * 1000) / 100;
-  } catch {
-    return NaN;
-  }
-}
 
 /** CPU per call of `n` calls of one path in a row, in ms. */
 async function cpuPerCall(pid, path, body, n) {

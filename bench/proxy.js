@@ -1,6 +1,6 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
-import { fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { cpuMs, fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
 // The targets: p50, first chunk and CPU over the floor proxy (what no Node proxy can go below),
 // p99 and throughput over the upstream called directly.
@@ -8,19 +8,6 @@ const TARGETS = { p50OverFloorMs: 0.08, p99AddedMs: 1, throughputRatio: 0.85, tt
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
 const streamBody = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], stream: true });
 
-/** CPU time (user + system) a process has used so far, in ms, from /proc (Linux); NaN elsewhere. */
-function cpuMs(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // the fields after the command name, which may itself hold spaces and parentheses
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return NaN;
-  }
-}
-// USER_HZ: 100 on every Linux this runs on
-const CLOCK_TICKS = 100;
 
 async function throughput(url, headers, inFlight, ms) {
   let ok = 0;

@@ -1,11 +1,11 @@
 // The hot-path budget (`npm run bench -- --stages`): what each stage of a /v1 chat call and of an
 // MCP tools/call costs in CPU, read by building the pieces up. Each stage is a server of its own
 // process, all in front of the same upstream, called one request at a time in blocks that take
-// turns (interleaved, so all see the same machine), and each one's CPU (user + system, from /proc) is divided by the
-// calls it served. A stage's cost is its figure minus the one before it.
-import { createServer } from 'node:net';
-import { readFileSync } from 'node:fs';
-import { fmt, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+// turns (interleaved, so all see the same machine); each one's CPU (user + system, from /proc) is
+// divided by the calls it served. A stage's cost is its figure minus the one before it.
+import { cpuMs, fmt, freePort, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+
+const cpuUs = (pid) => cpuMs(pid) * 1000;
 
 export const name = 'stages';
 export const description = 'CPU per call of each stage of the hot path, built up piece by piece (interleaved, one in flight)';
@@ -14,24 +14,6 @@ const chatBody = JSON.stringify({ model: 'bench-model', max_tokens: 64, messages
 const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } });
 const mcpHeaders = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' };
 const json = { 'Content-Type': 'application/json' };
-
-/** CPU time (user + system) a process has used so far, in µs, from /proc (Linux). */
-function cpuUs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function stageServer(stage, upstream) {
   const port = await freePort();
