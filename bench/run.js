@@ -20,7 +20,8 @@ const args = process.argv.slice(2);
 // `--streams` opens 2,000 (STREAMS=N) MCP GET streams through svc; alone too.
 // `--team` runs a team server (PostgreSQL) against the file store; it starts a PostgreSQL cluster.
 // `--stages` prints the hot-path budget: each stage's CPU per call, built up piece by piece.
-const ALONE = ['soak', 'store', 'streams', 'team', 'stages'];
+// `--ab` compares a baseline build (BENCH_BASELINE=<checkout>) with this one, interleaved.
+const ALONE = ['soak', 'store', 'streams', 'team', 'stages', 'ab'];
 const wanted = ALONE.find((a) => args.includes(`--${a}`)) ? [ALONE.find((a) => args.includes(`--${a}`))] : args;
 const unknown = wanted.filter((w) => !BENCHMARKS.includes(w) && !ALONE.includes(w));
 if (unknown.length) {

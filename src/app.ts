@@ -84,7 +84,7 @@ export async function createApp(
   const { router, dataRouter, isDataPlane } = routersByPlane(routes, { session: browser.authenticateSession, bearer });
   mountControlExtras(router, auth.authorizationServer, openApi);
   mountPages(router, deps, services, browser.sameOrigin);
-  const common = commonMiddleware(deps.logger, deps.config.bodyLimit, browser.hosts, [messagesErrorShape()]);
+  const common = commonMiddleware(deps.logger, deps.config.bodyLimit, browser.hosts, [messagesErrorShape]);
   const dataPlane = dataPlaneApp(common, dataRouter, unservedEndpoint(isDataPlane));
   const koa = controlPlaneApp(deps, common, router, { authorizationServer: auth.authorizationServer, sessionKeys: opts.sessionKeys });
   logResponseErrors([koa, dataPlane], deps.logger);

@@ -75,14 +75,14 @@ export const fmt = (n, digits = 3) => (Number.isFinite(n) ? n.toFixed(digits) : 
  * A real `svc serve` (its own process, temp data dir, file-held master key). `password` is the
  * admin's, when this start printed one (a team replica joining a database set up by another does not).
  */
-export async function startSvc({ env = {}, nodeArgs = [] } = {}) {
+export async function startSvc({ env = {}, nodeArgs = [], bin = 'bin/svc.js' } = {}) {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'svc-bench-'));
   // BENCH_PROFILE=<dir>: the daemon writes a CPU and a heap-sampling profile there when it stops
   // (summarised by `node bench/lib/profile-summary.js <dir>`).
   // BENCH_NODE_ARGS: extra Node flags for the daemon alone (e.g. to compare V8 heap settings in one run of the rest).
   if (process.env.BENCH_NODE_ARGS) nodeArgs = [...nodeArgs, ...process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean)];
   if (process.env.BENCH_PROFILE) nodeArgs = [...nodeArgs, '--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`, '--heap-prof', `--heap-prof-dir=${process.env.BENCH_PROFILE}`];
-  const daemon = await startProcess([...nodeArgs, 'bin/svc.js', 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], {
+  const daemon = await startProcess([...nodeArgs, bin, 'serve', '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], {
     env: { SVC_KEYCHAIN: 'file', SVC_RATE_LIMIT_CLIENT: '0', SVC_RATE_LIMIT_ADDRESS: '0', ...env },
     ready: /svc listening on (http:\/\/\S+)/,
   });
@@ -166,8 +166,8 @@ export async function setUpApp(admin, { upstreamUrl, mcpUrl, role = 'scope_user_
  * A real `svc serve` (see startSvc) with a provider, an OAuth client, an approved grant and an
  * access token from the real authorization-code flow.
  */
-export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_user_user', env = {}, nodeArgs = [] }) {
-  const svc = await startSvc({ env, nodeArgs });
+export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_user_user', env = {}, nodeArgs = [], bin }) {
+  const svc = await startSvc({ env, nodeArgs, bin });
   try {
     const { token, instanceId } = await setUpApp(await adminClient(svc.base, svc.password), { upstreamUrl, mcpUrl, role });
     return { ...svc, token, instanceId };

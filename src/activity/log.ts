@@ -263,7 +263,12 @@ export class ActivityLog implements ActivityStore {
 
   /** Records one event; it is written within a second. Answers its id. */
   record(event: Omit<ActivityEvent, 'id'>): ActivityEvent {
-    const full = { id: String(this.nextId++), ...event } as ActivityEvent;
+    // the recorder's events come with a slot for the id, first (callEvent): filled, not copied
+    let full: ActivityEvent;
+    if ('id' in event) {
+      full = event as ActivityEvent;
+      full.id = String(this.nextId++);
+    } else full = { id: String(this.nextId++), ...event };
     if (this.pending.length < MAX_PENDING) this.pending.push(full);
     else this.drop();
     this.count(full, Date.parse(full.time));

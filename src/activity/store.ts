@@ -53,10 +53,22 @@ export interface ActivityQuery {
   limit: number;
 }
 
-/** The daemon's local calendar day of a time, as the per-day limits count it. */
+/** The last day localDay worked out, as the span of times it holds: [start, end). */
+let lastDay = { start: 0, end: -1, day: '' };
+
+/**
+ * The daemon's local calendar day of a time, as the per-day limits count it. Every call and every
+ * event asks it (often twice), nearly always of the same day: the day's span is kept, so a time
+ * within it costs two comparisons rather than a Date and a formatted string.
+ */
 export function localDay(ms: number): string {
+  if (ms >= lastDay.start && ms < lastDay.end) return lastDay.day;
   const d = new Date(ms);
-  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+  const [y, m, date] = [d.getFullYear(), d.getMonth(), d.getDate()];
+  const day = `${y}-${String(m + 1).padStart(2, '0')}-${String(date).padStart(2, '0')}`;
+  // local midnights (a day of 23 or 25 hours where the clocks change); NaN for a time that is none
+  lastDay = { start: new Date(y, m, date).getTime(), end: new Date(y, m, date + 1).getTime(), day };
+  return day;
 }
 
 export const emptyTotals = (day: string): GrantTotals => ({ calls: 0, refused: 0, tokens_in: 0, tokens_out: 0, last_used_at: null, day, today_calls: 0, today_tokens: 0 });

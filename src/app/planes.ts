@@ -4,12 +4,11 @@ import Koa, { type Middleware } from 'koa';
 import { requireAppRole, requireRoleEither } from '../auth/bearer.js';
 import { sessionMiddleware } from '../auth/sessions.js';
 import { INSTANCE_HEADER } from '../daemon-info.js';
-import type { AppDeps, AppState } from '../http/context.js';
+import type { AppDeps, AppState, ErrorShape } from '../http/context.js';
 import { addressFromProxy } from '../http/client-address.js';
-import { appCors } from '../http/cors.js';
 import { errorMiddleware } from '../http/errors-middleware.js';
 import { type AnyRouteDef, mountRoutes, routePathMatcher } from '../http/route.js';
-import { hostCheck, securityHeaders } from '../http/security.js';
+import { guardRequests } from '../http/security.js';
 import type { Logger } from '../log.js';
 import type { AuthorizationServer } from '../oauth/provider.js';
 import { swaggerUi } from '../openapi/swagger.js';
@@ -47,9 +46,9 @@ export function routersByPlane(routes: AnyRouteDef[], { session, bearer }: Authe
 }
 
 /** What every request passes first, on either plane. */
-export function commonMiddleware(logger: Logger, bodyLimit: number, hosts: Set<string>, errorShapes: Middleware<AppState>[] = []): Middleware<AppState>[] {
+export function commonMiddleware(logger: Logger, bodyLimit: number, hosts: Set<string>, errorShapes: ErrorShape[] = []): Middleware<AppState>[] {
   // a path's own error shape is known before anything can fail
-  return [tagAndLogRequests(logger), ...errorShapes, errorMiddleware(logger, bodyLimit), securityHeaders, hostCheck(hosts), appCors];
+  return [tagAndLogRequests(logger, errorShapes), errorMiddleware(logger, bodyLimit), guardRequests(hosts)];
 }
 
 /** The lean stack of the proxies; `lastStop` answers a path no route serves. */

@@ -1,10 +1,13 @@
 import type { Middleware } from 'koa';
 import { QUIET_HEADER } from '../daemon-info.js';
-import { afterAnswer, type AppState } from '../http/context.js';
+import { afterAnswer, type AppState, type ErrorShape } from '../http/context.js';
 import type { Logger } from '../log.js';
 
-/** Gives each request a cheap id unique to this process (no randomness on the hot path) and logs a line when it is answered. */
-export function tagAndLogRequests(logger: Logger): Middleware<AppState> {
+/**
+ * Gives each request a cheap id unique to this process (no randomness on the hot path), its
+ * path's error shape, and logs a line when it is answered.
+ */
+export function tagAndLogRequests(logger: Logger, errorShapes: ErrorShape[] = []): Middleware<AppState> {
   const idPrefix = `${process.pid.toString(36)}-${Date.now().toString(36)}-`;
   let requestCount = 0;
   return async function tagRequest(ctx, next) {
@@ -12,6 +15,7 @@ export function tagAndLogRequests(logger: Logger): Middleware<AppState> {
     // OpenAI answers carry it and its clients read it (`request_id`), so a person can match an
     // app's report to svc's log line; the proxies' own writeHead keeps it (Node merges the two).
     ctx.set('X-Request-Id', ctx.state.requestId);
+    for (const shape of errorShapes) shape(ctx);
     const started = performance.now();
     // A line per request, naming the app, its grant and the model or tool (never content). The
     // review surfaces' own polling says so (QUIET_HEADER) and stays at debug. The line's fields are

@@ -4,7 +4,7 @@ import { AppError } from '../errors.js';
 import type { AppState, BearerGrant, Clock } from '../http/context.js';
 import type { AppRole } from '../store/schema.js';
 import type { Repositories } from '../store/repositories.js';
-import { audienceCovers, resourceTarget } from '../oauth/resources.js';
+import { type ResourceTarget, resourceTarget, targetCovers } from '../oauth/resources.js';
 import { endedGrantKey, endedMarkHolds, GRANT_CLAIM, grantEnded } from '../oauth/token-family.js';
 import { appRoleAtMost, atLeast, lowerAppRole, maxGrantableRole } from './roles.js';
 
@@ -82,6 +82,8 @@ export const invalidToken = (message: string, metadataUrl: string, credentialSen
  */
 export class BearerVerifier {
   private readonly verified = new Map<string, { payload: JWTPayload; accessRequestId: string; clientId: string; audience: string | null; expMs: number }>();
+  /** each audience's resource on this daemon (null: none) */
+  private readonly targets = new Map<string, ResourceTarget | null>();
 
   constructor(
     private readonly opts: VerifierOptions,
@@ -100,9 +102,19 @@ export class BearerVerifier {
     return hit ? { accessRequestId: hit.accessRequestId, clientId: hit.clientId } : undefined;
   }
 
-  /** Whether a verified grant's token may be used on this request path. */
+  /**
+   * Whether a verified grant's token may be used on this request path. What each audience names
+   * here is worked out once (it parses two URLs): the audiences are those of verified tokens.
+   */
   covers(grant: BearerGrant, path: string): boolean {
-    return grant.audience === null || audienceCovers(this.opts.audience, grant.audience, path);
+    if (grant.audience === null) return true;
+    let target = this.targets.get(grant.audience);
+    if (target === undefined) {
+      target = resourceTarget(this.opts.audience, grant.audience)?.target ?? null;
+      if (this.targets.size >= CACHE_LIMIT) this.targets.clear();
+      this.targets.set(grant.audience, target);
+    }
+    return targetCovers(target, path);
   }
 
   /** Signature, algorithm, typ, iss, aud, exp/nbf and the single access-request scope. */

@@ -96,6 +96,12 @@ export interface AppState {
 export type AppContext = ParameterizedContext<AppState>;
 
 /**
+ * Sets a path's own error shape (AppState.errorBody) and what goes with it, once the request has
+ * its id and before anything can fail; the request's tagging runs each.
+ */
+export type ErrorShape = (ctx: AppContext) => void;
+
+/**
  * Runs `work` once the request is answered: at once, or, when the handler left an open-ended
  * stream running (an MCP host's GET stream, open all day), once that stream ends. A stream then
  * holds no suspended frame of the middleware it passed through (each one about half a KiB, a

@@ -1,5 +1,4 @@
-import type { Middleware } from 'koa';
-import type { AppState } from './context.js';
+import type { AppContext } from './context.js';
 
 // RFC 9728 metadata is read by browser-based MCP clients too.
 const APP_PREFIXES = ['/svc/v1/apps/', '/v1/', '/.well-known/oauth-protected-resource'];
@@ -27,18 +26,18 @@ function stainlessAsked(requested: string): string {
 /**
  * Apps may run in a browser on their own origin, so the app-facing endpoints answer CORS without
  * credentials: a page can send a Bearer token it holds, but never ride on the user's cookie.
+ * Sets the CORS headers of an app endpoint's request from a page; answers true when it answered
+ * the request itself (a preflight).
  */
-export const appCors: Middleware<AppState> = async function corsForApps(ctx, next) {
-  if (!APP_PREFIXES.some((p) => ctx.path.startsWith(p)) || !ctx.get('Origin')) return next();
+export function answeredCors(ctx: AppContext): boolean {
+  if (!ctx.get('Origin') || !APP_PREFIXES.some((p) => ctx.path.startsWith(p))) return false;
   ctx.set('Access-Control-Allow-Origin', '*');
   ctx.set('Access-Control-Expose-Headers', 'WWW-Authenticate, Retry-After, Mcp-Session-Id, Mcp-Protocol-Version, X-Request-Id, Request-Id');
-  if (ctx.method === 'OPTIONS') {
-    ctx.set('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
-    ctx.set('Access-Control-Allow-Headers', ALLOWED_HEADERS + stainlessAsked(ctx.get('Access-Control-Request-Headers')));
-    ctx.set('Access-Control-Max-Age', '600');
-    ctx.vary('Access-Control-Request-Headers');
-    ctx.status = 204;
-    return;
-  }
-  await next();
-};
+  if (ctx.method !== 'OPTIONS') return false;
+  ctx.set('Access-Control-Allow-Methods', 'GET, POST, PUT, DELETE, OPTIONS');
+  ctx.set('Access-Control-Allow-Headers', ALLOWED_HEADERS + stainlessAsked(ctx.get('Access-Control-Request-Headers')));
+  ctx.set('Access-Control-Max-Age', '600');
+  ctx.vary('Access-Control-Request-Headers');
+  ctx.status = 204;
+  return true;
+}

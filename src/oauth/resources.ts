@@ -47,9 +47,12 @@ export function resourceTarget(base: string, value: string): { canonical: string
 
 /** Whether a token bound to `audience` may be used on `path` (a request path of this daemon). */
 export function audienceCovers(base: string, audience: string, path: string): boolean {
-  const resource = resourceTarget(base, audience);
-  if (!resource) return false;
-  const { target } = resource;
+  return targetCovers(resourceTarget(base, audience)?.target ?? null, path);
+}
+
+/** Whether a resource of this daemon (null: none) holds the request path `path`. */
+export function targetCovers(target: ResourceTarget | null, path: string): boolean {
+  if (!target) return false;
   if (target.kind === 'all') return true;
   if (target.kind === 'models') return path.startsWith('/v1/');
   return path === mcpProxyPath(target.instanceId);

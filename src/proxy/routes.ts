@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AppError, invalidBody } from '../errors.js';
 import type { Middleware } from 'koa';
-import type { AppContext, AppDeps, AppState } from '../http/context.js';
+import type { AppContext, AppDeps, AppState, ErrorShape } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { LookalikeKeys } from '../http/lookalike-keys.js';
 import { parseOrThrow } from '../http/validate.js';
@@ -73,18 +73,15 @@ const anthropicError = (error: AppError) => anthropicErrorBody(anthropicErrorTyp
 
 /**
  * The Messages paths answer errors in Anthropic's shape, and carry the request id under
- * Anthropic's header name (`request-id`) beside svc's `x-request-id`; first in the chain after
- * the request's id is given, so a refusal before the handler (a 401, a 429) is in that shape too.
+ * Anthropic's header name (`request-id`) beside svc's `x-request-id`; set as soon as the request
+ * has its id, so a refusal before the handler (a 401, a 429) is in that shape too.
  */
-export function messagesErrorShape(): Middleware<AppState> {
-  return function messagesErrorShape(ctx, next) {
-    if (ctx.path === '/v1/messages' || ctx.path.startsWith('/v1/messages/')) {
-      ctx.state.errorBody = anthropicError;
-      ctx.set('request-id', ctx.state.requestId);
-    }
-    return next();
-  };
-}
+export const messagesErrorShape: ErrorShape = function messagesErrorShape(ctx) {
+  if (ctx.path === '/v1/messages' || ctx.path.startsWith('/v1/messages/')) {
+    ctx.state.errorBody = anthropicError;
+    ctx.set('request-id', ctx.state.requestId);
+  }
+};
 
 /**
  * The OpenAI-compatible endpoints (decisions: The OpenAI proxy): the model list from the catalog,

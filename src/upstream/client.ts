@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Client, Pool } from 'undici';
 import { AppError } from '../errors.js';
+import { collect } from './body.js';
 
 /**
  * A keep-alive connection pool per upstream origin (model servers, MCP servers, downloads). undici
@@ -144,17 +145,8 @@ export async function callUpstream(req: UpstreamRequest): Promise<UpstreamRespon
  * runs over the limit is an AppError (502/504) naming `name` when given.
  */
 export async function readBody(body: Readable, limit = 32 * 1024 * 1024, name?: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
   try {
-    for await (const chunk of body) {
-      size += (chunk as Buffer).length;
-      if (size > limit) {
-        body.destroy();
-        throw upstreamUnavailable(`The answer of upstream ${name ?? 'server'} was larger than ${limit} bytes.`);
-      }
-      chunks.push(chunk as Buffer);
-    }
+    return await collect(body, limit, () => upstreamUnavailable(`The answer of upstream ${name ?? 'server'} was larger than ${limit} bytes.`));
   } catch (err) {
     if (err instanceof AppError) throw err;
     const code = (err as { code?: string }).code;
@@ -162,7 +154,6 @@ export async function readBody(body: Readable, limit = 32 * 1024 * 1024, name?: 
       ? upstreamTimeout(`Upstream ${name ?? 'server'} stopped sending its answer.`)
       : upstreamUnavailable(`Upstream ${name ?? 'server'} broke off its answer.`);
   }
-  return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
 }
 
 /** Joins a provider base URL ("http://host/v1") and an OpenAI path ("/chat/completions"). */

@@ -1,0 +1,93 @@
+// Two builds of svc in one interleaved run (`BENCH_BASELINE=<checkout> npm run bench -- --ab`):
+// the baseline checkout's daemon and this one's, in front of the same upstreams, called in turns
+// of a block each (as the stages bench does), so both see the same machine. Prints each one's CPU
+// per call and p50 for a chat call, a streamed chat call's first chunk, a `/v1/messages` call and
+// an MCP `tools/call`. It is how a hot-path change is measured against what it changes: the
+// baseline is any built checkout (`git worktree add /tmp/base <commit> && cd /tmp/base && npm ci
+// && npm run build`, or a copy of `bin/`, `dist/` and `package.json` beside a `node_modules` link).
+import path from 'node:path';
+import { cpuMs, fmt, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+
+export const name = 'ab';
+export const description = 'a baseline build of svc against this one, interleaved (BENCH_BASELINE=<checkout>)';
+
+const BLOCK = 250;
+const chatBody = JSON.stringify({ model: 'bench-model', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] });
+const streamBody = JSON.stringify({ model: 'bench-model', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }], stream: true });
+const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add', arguments: { a: 2, b: 3 } } });
+const mcpHeaders = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': '2025-06-18' };
+
+/**
+ * Each target's CPU per call (µs) and p50 of `metric` (ms) over `rounds` calls, in turns of a
+ * block. The CPU figure is the mean of the turns' CPU per call with the fifth highest and lowest
+ * left out, so a burst of the machine's other work (this runs on shared virtual CPUs) costs little.
+ */
+async function measure(targets, rounds, metric = 'total') {
+  const perBlock = targets.map(() => []);
+  const times = targets.map(() => []);
+  for (let done = 0; done < rounds; done += BLOCK) {
+    const n = Math.min(BLOCK, rounds - done);
+    for (const [i, t] of targets.entries()) {
+      const before = cpuMs(t.pid);
+      for (let k = 0; k < n; k++) {
+        const r = await request(t.url, { method: 'POST', headers: t.headers, body: t.body });
+        if (r.status !== 200) throw new Error(`${t.label} answered ${r.status}`);
+        times[i].push(r[metric]);
+      }
+      perBlock[i].push(((cpuMs(t.pid) - before) * 1000) / n);
+    }
+  }
+  const trimmedMean = (xs) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const cut = Math.floor(sorted.length / 5);
+    const kept = sorted.slice(cut, sorted.length - cut);
+    return kept.reduce((a, x) => a + x, 0) / kept.length;
+  };
+  return targets.map((t, i) => ({ cpuUs: trimmedMean(perBlock[i]), p50: percentile(times[i].sort((a, b) => a - b), 50) }));
+}
+
+export default async function runAbBench(report) {
+  const baseline = process.env.BENCH_BASELINE;
+  if (!baseline) throw new Error('set BENCH_BASELINE to a built checkout of svc to compare with');
+  const rounds = Number(process.env.AB_ROUNDS ?? 6000);
+  const closers = [];
+  try {
+    const upstream = await startProcess(['bench/lib/upstream-server.js'], { env: { CHUNKS: '8', CHUNK_MS: '2' } });
+    closers.push(() => stop(upstream.child));
+    const mcp = await startProcess(['bench/lib/mcp-server.js']);
+    closers.push(() => stop(mcp.child));
+    const chatUpstream = `http://127.0.0.1:${upstream.match[1]}/v1`;
+    const mcpUrl = `http://127.0.0.1:${mcp.match[1]}/mcp`;
+    const builds = [
+      { label: 'baseline', bin: path.resolve(baseline, 'bin/svc.js') },
+      { label: 'this build', bin: 'bin/svc.js' },
+    ];
+    const daemons = [];
+    for (const b of builds) {
+      const svc = await startSvcWithToken({ upstreamUrl: chatUpstream, mcpUrl, bin: b.bin });
+      closers.push(() => svc.close());
+      daemons.push({ ...b, svc });
+    }
+    const auth = (svc) => ({ 'Content-Type': 'application/json', Authorization: `Bearer ${svc.token}` });
+    const paths = {
+      chat: (svc) => ({ url: `${svc.base}/v1/chat/completions`, headers: auth(svc), body: chatBody }),
+      'chat stream, first chunk': (svc) => ({ url: `${svc.base}/v1/chat/completions`, headers: auth(svc), body: streamBody, metric: 'firstByte' }),
+      messages: (svc) => ({ url: `${svc.base}/v1/messages`, headers: auth(svc), body: chatBody }),
+      'mcp tools/call': (svc) => ({ url: `${svc.base}/svc/v1/apps/mcps/${svc.instanceId}/mcp`, headers: { ...mcpHeaders, Authorization: `Bearer ${svc.token}` }, body: mcpBody }),
+    };
+    report.line(`  ${rounds} rounds a path (streams: a sixth), one call in flight, blocks of ${BLOCK} taking turns; CPU from /proc (10 ms ticks)`);
+    report.line(`  ${'path'.padEnd(26)} ${'build'.padEnd(12)} ${'µs CPU/call'.padStart(12)} ${'p50 ms'.padStart(8)}`);
+    for (const [label, of] of Object.entries(paths)) {
+      const targets = daemons.map((d) => ({ label: `${d.label} ${label}`, pid: d.svc.pid, ...of(d.svc) }));
+      const metric = targets[0].metric ?? 'total';
+      const n = metric === 'firstByte' ? Math.round(rounds / 6) : rounds;
+      await measure(targets, Math.min(500, n), metric);
+      const results = await measure(targets, n, metric);
+      results.forEach((r, i) => report.line(`  ${(i === 0 ? label : '').padEnd(26)} ${daemons[i].label.padEnd(12)} ${fmt(r.cpuUs, 1).padStart(12)} ${fmt(r.p50).padStart(8)}`));
+      report.line(`  ${''.padEnd(26)} ${'change'.padEnd(12)} ${fmt(results[1].cpuUs - results[0].cpuUs, 1).padStart(12)} ${fmt(results[1].p50 - results[0].p50).padStart(8)}`);
+    }
+    return [];
+  } finally {
+    for (const close of closers.reverse()) await close().catch(() => undefined);
+  }
+}
