@@ -77,7 +77,9 @@ export default async function runAbBench(report) {
     };
     report.line(`  ${rounds} rounds a path (streams: a sixth), one call in flight, blocks of ${BLOCK} taking turns; CPU from /proc (10 ms ticks)`);
     report.line(`  ${'path'.padEnd(26)} ${'build'.padEnd(12)} ${'µs CPU/call'.padStart(12)} ${'p50 ms'.padStart(8)}`);
-    for (const [label, of] of Object.entries(paths)) {
+    // AB_PATHS=chat,mcp: only the paths whose names start so
+    const only = process.env.AB_PATHS?.split(',');
+    for (const [label, of] of Object.entries(paths).filter(([l]) => !only || only.some((o) => l.startsWith(o)))) {
       const targets = daemons.map((d) => ({ label: `${d.label} ${label}`, pid: d.svc.pid, ...of(d.svc) }));
       const metric = targets[0].metric ?? 'total';
       const n = metric === 'firstByte' ? Math.round(rounds / 6) : rounds;

@@ -165,9 +165,16 @@ export async function resolveModel(catalog: ModelCatalog, body: Record<string, u
  * (the one upstream header relayed, so it is no way round the key's scrubbing either).
  */
 function relayedContentType(value: unknown, fallback: string, key: string | null): string {
-  const relayed = mediaTypeOf(String(value ?? fallback)) || fallback;
-  return scrubText(relayed, key) === relayed ? relayed : fallback;
+  // an upstream sends the same few values call after call: the last one's answer is kept
+  const last = lastContentType;
+  if (last.value === value && last.fallback === fallback && last.key === key) return last.relayed;
+  let relayed = mediaTypeOf(String(value ?? fallback)) || fallback;
+  if (scrubText(relayed, key) !== relayed) relayed = fallback;
+  lastContentType = { value, fallback, key, relayed };
+  return relayed;
 }
+
+let lastContentType: { value: unknown; fallback: string; key: string | null; relayed: string } = { value: Symbol('none'), fallback: '', key: null, relayed: '' };
 
 /** The body as the app sent it, unless the model id must change, an alias adds defaults or svc asks for a stream's usage. */
 export function outgoingBody(raw: string, body: Record<string, unknown>, resolved: ResolvedModel, askUsage: boolean): string {

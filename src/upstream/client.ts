@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Client, Pool } from 'undici';
@@ -69,25 +68,53 @@ export interface UpstreamResponse {
   body: Readable;
 }
 
-export type ClientGone = EventEmitter & { aborted?: boolean };
-
 /**
- * An abort signal that fires when the app's response closes before it finished (the app went
- * away). undici takes an EventEmitter as its signal: far cheaper per request than an AbortController.
+ * A call's abort flag, the signal undici is given: it takes any object with `on`/`once`,
+ * `removeListener` and `aborted`. Two are made per upstream call (the app going away, and the
+ * deadline), so this is the least such a signal can be: an EventEmitter or an AbortController
+ * cost more than all the rest of setting the call up.
  */
+export class ClientGone {
+  aborted = false;
+  private listeners: (() => void)[] | null = null;
+
+  once(_event: 'abort', listener: () => void): this {
+    (this.listeners ??= []).push(listener);
+    return this;
+  }
+
+  on(event: 'abort', listener: () => void): this {
+    return this.once(event, listener);
+  }
+
+  removeListener(_event: 'abort', listener: () => void): this {
+    const at = this.listeners?.indexOf(listener) ?? -1;
+    if (at !== -1) this.listeners!.splice(at, 1);
+    return this;
+  }
+
+  /** Sets the flag and tells each listener, once. */
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    const listeners = this.listeners;
+    this.listeners = null;
+    for (const listener of listeners ?? []) listener();
+  }
+}
+
+/** An abort signal that fires when the app's response closes before it finished (the app went away). */
 export function abortOnClientGone(res: ServerResponse): ClientGone {
-  const gone: ClientGone = new EventEmitter();
+  const gone = new ClientGone();
   res.once('close', () => {
-    if (!res.writableFinished) abortUpstream(gone);
+    if (!res.writableFinished) gone.abort();
   });
   return gone;
 }
 
 /** Aborts the upstream call that listens to `signal`, as if the app had gone away. */
 export function abortUpstream(signal: ClientGone): void {
-  if (signal.aborted) return;
-  signal.aborted = true;
-  signal.emit('abort');
+  signal.abort();
 }
 
 /**
@@ -98,7 +125,7 @@ export function abortUpstream(signal: ClientGone): void {
 export async function callUpstream(req: UpstreamRequest): Promise<UpstreamResponse> {
   // undici's headers timeout starts once the request is on a connection, so a call waiting for a
   // free one would wait without end: the whole wait for headers, queue included, is bounded here.
-  const deadline: ClientGone = new EventEmitter();
+  const deadline = new ClientGone();
   // The caller's signal (the app went away) aborts the call for its whole life, body included.
   const onGone = () => abortUpstream(deadline);
   const signal = req.signal;
@@ -158,5 +185,15 @@ export async function readBody(body: Readable, limit = 32 * 1024 * 1024, name?: 
 
 /** Joins a provider base URL ("http://host/v1") and an OpenAI path ("/chat/completions"). */
 export function upstreamUrl(baseUrl: string, path: string): URL {
-  return new URL(`${baseUrl.replace(/\/+$/, '')}${path}`);
+  const joined = `${baseUrl.replace(/\/+$/, '')}${path}`;
+  let url = parsedUrls.get(joined);
+  if (!url) {
+    url = new URL(joined);
+    // a few providers and paths: parsed once each (callUpstream only reads the URL)
+    if (parsedUrls.size >= 1000) parsedUrls.clear();
+    parsedUrls.set(joined, url);
+  }
+  return url;
 }
+
+const parsedUrls = new Map<string, URL>();
