@@ -1,6 +1,7 @@
 import { LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { VERSION } from '../../version.js';
 import { describeExit } from './supervisor.js';
+import type { ChildInit } from './modern.js';
 import type { ChildExit, CommandChild } from './types.js';
 
 /** Where an answer of the child goes: the app's transport, under the id the app gave. */
@@ -56,12 +57,16 @@ export class ChildBridge {
     }
   }
 
+  /** What the child said at svc's initialize (what `server/discover` answers from). */
+  initialized: ChildInit = {};
+
   /** svc's own initialize of a child that serves stateless requests (no app sends one). */
   async initialize(): Promise<void> {
     const answer = await new Promise<JSONRPCMessage>((resolve) => {
       this.toChild({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'svc', version: VERSION } } }, { send: resolve });
     });
     if ('error' in answer) throw new Error(String((answer.error as { message?: unknown }).message ?? 'initialize failed'));
+    if ('result' in answer && answer.result && typeof answer.result === 'object') this.initialized = answer.result as ChildInit;
     this.sendOrDrop({ jsonrpc: '2.0', method: 'notifications/initialized' });
   }
 

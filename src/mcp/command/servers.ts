@@ -13,6 +13,7 @@ import { VERSION } from '../../version.js';
 import type { McpTransport, TransportRequest } from '../transport/types.js';
 import { mcpError } from '../upstream-client.js';
 import { ChildBridge } from './bridge.js';
+import { discoverResult, isModernRequest, modernAnswer } from './modern.js';
 import type { CommandChild, CommandSupervisor } from './supervisor.js';
 
 /** What the registry needs of the instances' service: what to run, and what to scrub. */
@@ -118,11 +119,19 @@ export class CommandServers {
     return answerOf(answer, req);
   }
 
-  /** A stateless request: one fresh server transport for it, on the grant's child. */
+  /**
+   * A stateless request: one fresh server transport for it, on the grant's child. One of the
+   * 2026-07-28 era is answered in that era: svc answers `server/discover` from the child's
+   * initialize, and gives the child's results that era's fields (modern.ts).
+   */
   private async statelessCall(instance: McpInstanceRecord, grantId: string, req: TransportRequest): Promise<UpstreamResponse> {
     const bridge = await this.grantBridge(instance, grantId, req.timeoutMs);
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
-    transport.onmessage = (m) => bridge.toChild(m, transport);
+    transport.onmessage = (m) => {
+      if (!('method' in m) || !('id' in m) || !isModernRequest(req, m)) return bridge.toChild(m, transport);
+      if (m.method === 'server/discover') return void transport.send({ jsonrpc: '2.0', id: m.id, result: discoverResult(bridge.initialized) } as JSONRPCMessage).catch(() => undefined);
+      bridge.toChild(m, { send: (answer) => transport.send(modernAnswer(m.method, answer)) });
+    };
     await transport.start();
     return answerOf(await transport.handleRequest(requestOf(req)), req);
   }
