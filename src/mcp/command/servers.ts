@@ -65,10 +65,16 @@ export class CommandServers {
     return this.supervisor.totalLive();
   }
 
-  /** Ends a grant's children once it is no longer approved, and an instance's once it is disabled, removed or its command changed. */
+  /**
+   * Ends a grant's children once it is no longer approved (an API key's revoke included: its
+   * grant is revoked with it), and those of an instance it no longer names; an instance's once it
+   * is disabled, removed or its command changed.
+   */
   watch(repos: Repositories): void {
     repos.accessRequests.onChange((id, r) => {
-      if (!r || r.status !== 'approved') void this.supervisor.stopKeys(`${id}:`);
+      if (!r || r.status !== 'approved') return void this.supervisor.stopKeys(`${id}:`);
+      const named = new Set(r.approved?.mcp_servers.flatMap((s) => s.instance_ids) ?? []);
+      void this.supervisor.stopKeys(`${id}:`, (instanceId) => !named.has(instanceId));
     });
     repos.mcpInstances.onChange((id, m) => {
       const was = this.seen.get(id);

@@ -1,0 +1,115 @@
+/**
+ * When a command server's processes end, and when they may not start, through the real daemon:
+ * a grant that no longer names an instance, an API key revoked with `svc keys revoke`, the bound
+ * of processes in all, and a crash loop's back-off (with the daemon's clock moved, not waited).
+ */
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
+import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
+import { Api } from './helpers/http.js';
+import { eventually } from './helpers/wait.js';
+
+vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
+
+const hostile = (name: string) => path.join(import.meta.dirname, 'helpers', 'hostile-stdio', `${name}.mjs`);
+const textOf = (result: unknown) => (result as { content: { text: string }[] }).content[0].text;
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** A daemon of its own, with helpers bound to it. */
+async function daemonWith(opts: Parameters<typeof startTestDaemon>[0] = {}) {
+  const d = await startTestDaemon({ ...opts, config: { rateLimitClient: 0, rateLimitAddress: 0, ...opts.config } });
+  const admin = await new Api(d.url).login('admin', d.adminPassword);
+  const proxyUrl = (id: string) => `${d.url}/svc/v1/apps/mcps/${id}/mcp`;
+  return {
+    d,
+    admin,
+    proxyUrl,
+    async addInstance(name: string, script: string): Promise<string> {
+      const res = await admin.post('/svc/v1/mcps', { name, command: { command: process.execPath, args: [hostile(script)] }, try: false });
+      expect(res.status, res.text).toBe(201);
+      return res.body.instance.id;
+    },
+    async connect(instance: string, key: string) {
+      const transport = new StreamableHTTPClientTransport(new URL(proxyUrl(instance)), { requestInit: { headers: { Authorization: `Bearer ${key}` } } });
+      const client = new Client({ name: 'test-app', version: '1.0.0' });
+      await client.connect(transport);
+      return { client, transport };
+    },
+    /** A stateless (2026-07-28) call of the pid tool: the grant's own process answers it. */
+    async statelessPid(instance: string, key: string): Promise<number> {
+      const res = await fetch(proxyUrl(instance), {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'pid' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'pid', arguments: {} } }),
+      });
+      expect(res.status).toBe(200);
+      return Number(textOf((await res.json()).result));
+    },
+    initialize: (instance: string, key: string) =>
+      fetch(proxyUrl(instance), {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } }),
+      }),
+    processes: async (instance: string) => (await admin.get(`/svc/v1/mcps/${instance}`)).body.instance.processes,
+  };
+}
+
+describe('a grant that no longer covers an instance', () => {
+  let s: Awaited<ReturnType<typeof daemonWith>>;
+  beforeAll(async () => {
+    s = await daemonWith();
+  });
+  afterAll(() => s?.d.stop());
+
+  it("narrowed to leave an instance out, ends the grant's processes of that instance (session and stateless), and only those", async () => {
+    const kept = await s.addInstance('kept', 'stateful');
+    const dropped = await s.addInstance('dropped', 'stateful');
+    const made = await s.admin.post('/svc/v1/keys', { name: 'two servers', mcp_servers: [{ url: 'stdio://kept', instance_ids: [kept] }, { url: 'stdio://dropped', instance_ids: [dropped] }] });
+    expect(made.status, made.text).toBe(201);
+    const { key, access_request_id: grantId } = made.body;
+    const onKept = await s.connect(kept, key);
+    const onDropped = await s.connect(dropped, key);
+    const keptPid = Number(textOf(await onKept.client.callTool({ name: 'pid', arguments: {} })));
+    const droppedPid = Number(textOf(await onDropped.client.callTool({ name: 'pid', arguments: {} })));
+    const droppedStateless = await s.statelessPid(dropped, key);
+    // another grant's process of the dropped instance is not this grant's to end
+    const other = (await s.admin.post('/svc/v1/keys', { name: 'other app', mcp_servers: [{ url: 'stdio://dropped', instance_ids: [dropped] }] })).body.key;
+    const otherPid = await s.statelessPid(dropped, other);
+
+    // the grant's record narrowed in svc's store, as any surface that narrows it would write it
+    await s.d.deps.repos.accessRequests.update(grantId, (r) => {
+      r.approved = { version: '1', mcp_servers: [{ url: 'stdio://kept', instance_ids: [kept] }] };
+    });
+    await eventually(() => !alive(droppedPid) && !alive(droppedStateless), "the narrowed grant's processes of the dropped instance to end");
+    expect(alive(keptPid)).toBe(true);
+    expect(alive(otherPid)).toBe(true);
+    expect(textOf(await onKept.client.callTool({ name: 'pid', arguments: {} }))).toBe(String(keptPid));
+    await onKept.transport.terminateSession();
+  });
+
+  it('an API key revoked with svc keys revoke ends the processes it had through --mcp', async () => {
+    const instance = await s.addInstance('cli-key', 'stateful');
+    const env = cleanEnv({ SVC_HOME: s.d.dataDir, NO_COLOR: '1' });
+    const created = await runSvcInProcess(['keys', 'create', 'cli app', '--mcp', `stdio://cli-key=${instance}`, '--json'], { env });
+    expect(created.exitCode, created.stderr).toBe(0);
+    const { key, id } = JSON.parse(created.stdout) as { key: string; id: string };
+    const { client } = await s.connect(instance, key);
+    const sessionPid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
+    const statelessPid = await s.statelessPid(instance, key);
+    const revoked = await runSvcInProcess(['keys', 'revoke', id], { env });
+    expect(revoked.exitCode, revoked.stderr).toBe(0);
+    await eventually(() => !alive(sessionPid) && !alive(statelessPid), "the revoked key's processes to end");
+    await eventually(async () => (await s.processes(instance)).live === 0, 'no live process of the instance');
+  });
+});
