@@ -113,3 +113,75 @@ describe('a grant that no longer covers an instance', () => {
     await eventually(async () => (await s.processes(instance)).live === 0, 'no live process of the instance');
   });
 });
+
+describe('--stdio-max-processes-total alone', () => {
+  let s: Awaited<ReturnType<typeof daemonWith>>;
+  beforeAll(async () => {
+    // the bound of one instance is far off: only the bound in all can refuse
+    s = await daemonWith({ config: { stdioMaxProcesses: 16, stdioMaxProcessesTotal: 2 } });
+  });
+  afterAll(() => s?.d.stop());
+
+  it('refuses a session past the bound in all with 503 and Retry-After at once, across instances, and takes one again once a process ends', async () => {
+    const one = await s.addInstance('one', 'stateful');
+    const two = await s.addInstance('two', 'stateful');
+    const key = (await s.admin.post('/svc/v1/keys', { name: 'bounded', mcp_servers: [{ url: 'stdio://one', instance_ids: [one] }, { url: 'stdio://two', instance_ids: [two] }] })).body.key;
+    const a = await s.connect(one, key);
+    const b = await s.connect(two, key);
+    for (const instance of [one, two]) {
+      const res = await s.initialize(instance, key);
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+      const body = await res.json();
+      expect(body.error.code).toBe('mcp_servers_busy');
+      expect(body.error.message).toContain('svc already runs 2 command server processes');
+    }
+    expect((await s.processes(one)).live).toBe(1);
+    await a.transport.terminateSession();
+    await eventually(async () => (await s.processes(one)).live === 0, "the first session's process to end");
+    const again = await s.connect(one, key);
+    expect(textOf(await again.client.callTool({ name: 'count', arguments: {} }))).toBe('1');
+    await again.transport.terminateSession();
+    await b.transport.terminateSession();
+  });
+});
+
+describe('a crash loop', () => {
+  const clock = testClock();
+  let s: Awaited<ReturnType<typeof daemonWith>>;
+  beforeAll(async () => {
+    s = await daemonWith({ clock });
+  });
+  afterAll(() => s?.d.stop());
+
+  it('backs starts off with 503 and Retry-After, says why in the API and svc mcp list, and starts again once the wait is over', async () => {
+    const instance = await s.addInstance('crashy', 'exit-at-start');
+    const key = (await s.admin.post('/svc/v1/keys', { name: 'crashy app', mcp_servers: [{ url: 'stdio://crashy', instance_ids: [instance] }] })).body.key;
+    // each start fails (the child exits with code 2 at once) until svc stops starting it
+    let refused: Response | undefined;
+    for (let i = 0; i < 20 && !refused; i++) {
+      const res = await s.initialize(instance, key);
+      if (res.status === 503) refused = res;
+      else await res.body?.cancel();
+    }
+    expect(refused, 'a start refused within 20 tries').toBeDefined();
+    expect(refused!.headers.get('retry-after')).toBe('10');
+    const body = await refused!.json();
+    expect(body.error.code).toBe('mcp_server_backoff');
+    expect(body.error.message).toMatch(/keeps failing \(5 failures within 60 s, the last exited with code 2\)/);
+    const processes = await s.processes(instance);
+    expect(processes.status).toBe('backing off for 10 s: 5 failures within 60 s, the last exited with code 2');
+    expect(processes).toMatchObject({ live: 0, last_exit: { code: 2, reason: 'crash' } });
+    const listed = await runSvcInProcess(['mcp', 'list'], { env: cleanEnv({ SVC_HOME: s.d.dataDir, NO_COLOR: '1' }) });
+    expect(listed.exitCode, listed.stderr).toBe(0);
+    expect(listed.stdout.split('\n').find((l) => l.startsWith(instance))).toContain('backing off for 10 s: 5 failures within 60 s, the last exited with code 2');
+    // a refused start ran nothing and counts as no failure: still the same wait
+    expect((await s.initialize(instance, key)).status).toBe(503);
+    expect((await s.processes(instance)).status).toBe('backing off for 10 s: 5 failures within 60 s, the last exited with code 2');
+    clock.advance(10_001);
+    const tried = await s.initialize(instance, key);
+    expect(tried.status).not.toBe(503);
+    expect(JSON.stringify(await tried.json())).toMatch(/exited with code 2/);
+    expect((await s.processes(instance)).status).toBe('not running; the last one exited with code 2');
+  });
+});

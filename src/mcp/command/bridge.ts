@@ -15,6 +15,7 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+const endedMessage = (exit: ChildExit) => `The command server ${describeExit(exit)} before it answered.`;
 const isRequest = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number; method: string } => 'method' in m && 'id' in m;
 const isAnswer = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number } => 'id' in m && ('result' in m || 'error' in m);
 
@@ -29,6 +30,7 @@ const isAnswer = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | numbe
 export class ChildBridge {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private exit: ChildExit | null = null;
   onServerMessage?: (m: JSONRPCMessage) => void;
 
   constructor(
@@ -38,7 +40,8 @@ export class ChildBridge {
   ) {
     child.onmessage = (m) => this.fromChild(m);
     child.onexit = (exit) => {
-      this.failAll(`The command server ${describeExit(exit)} before it answered.`);
+      this.exit = exit;
+      this.failAll(endedMessage(exit));
       onEnd(exit);
     };
   }
@@ -53,7 +56,8 @@ export class ChildBridge {
     try {
       this.child.send({ ...m, id } as JSONRPCMessage);
     } catch {
-      this.answerError(id, -32603, 'The command server has ended.');
+      // it has ended: its exit, once known, answers the request with how it ended (failAll)
+      if (this.exit) this.answerError(id, -32603, endedMessage(this.exit));
     }
   }
 
