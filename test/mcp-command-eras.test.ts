@@ -11,6 +11,7 @@ import { ToolListChangedNotificationSchema, LoggingMessageNotificationSchema } f
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startTestDaemon, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
+import { eventually } from './helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
@@ -122,5 +123,43 @@ describe('the stateless 2026-07-28 era on a command server', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'count', arguments: {} } }),
     });
     expect(await res.json()).toEqual({ jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: '1' }] } });
+  });
+});
+
+describe('the 2025 era on a command server: streams', () => {
+  /** An SDK client whose notifications of the child (log messages, tool list changes) are kept. */
+  async function listening(instance: string, key: string) {
+    const heard: string[] = [];
+    const transport = new StreamableHTTPClientTransport(new URL(proxyUrl(instance)), { requestInit: { headers: { Authorization: `Bearer ${key}` } } });
+    const client = new Client({ name: 'listening-app', version: '1.0.0' });
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void heard.push(`log ${String(n.params.data)}`));
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void heard.push(`tools changed ${String((n.params?._meta as { pid?: number } | undefined)?.pid)}`));
+    await client.connect(transport);
+    const notify = async () => Number((await client.callTool({ name: 'notify', arguments: {} }) as { content: { text: string }[] }).content[0].text);
+    return { client, transport, heard, notify };
+  }
+
+  it("the GET stream carries a session's child's notifications to that session, never to another app's", async () => {
+    const instance = await addInstance('talkative-streams', 'talkative');
+    const a = await listening(instance, await keyFor(instance, 'stdio://talkative-streams', 'app a'));
+    const b = await listening(instance, await keyFor(instance, 'stdio://talkative-streams', 'app b'));
+    // the SDK opens its GET stream once the session is up: what the child sent before it is not kept
+    let pidA = 0;
+    await eventually(async () => {
+      pidA = await a.notify();
+      return a.heard.includes(`tools changed ${pidA}`);
+    }, "app a's notifications on its GET stream");
+    let pidB = 0;
+    await eventually(async () => {
+      pidB = await b.notify();
+      return b.heard.includes(`tools changed ${pidB}`);
+    }, "app b's notifications on its GET stream");
+    expect(pidA).not.toBe(pidB);
+    expect(a.heard).toContain(`log hello from ${pidA}`);
+    expect(b.heard).toContain(`log hello from ${pidB}`);
+    expect(a.heard.every((h) => h.endsWith(String(pidA)))).toBe(true);
+    expect(b.heard.every((h) => h.endsWith(String(pidB)))).toBe(true);
+    await a.transport.terminateSession();
+    await b.transport.terminateSession();
   });
 });
