@@ -163,3 +163,41 @@ describe('the 2025 era on a command server: streams', () => {
     await b.transport.terminateSession();
   });
 });
+
+describe('a POST that accepts only text/event-stream', () => {
+  /** The JSON-RPC messages of an SSE body, each event's data. */
+  const eventsOf = (text: string) =>
+    text
+      .split(/\r?\n\r?\n/)
+      .filter((e) => e.trim())
+      .map((e) => JSON.parse(e.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n')));
+
+  it('is answered as an event stream, in a session and statelessly; one that accepts JSON gets JSON', async () => {
+    const instance = await addInstance('talkative-sse', 'talkative', { allow_tools: ['count'] });
+    const key = await keyFor(instance, 'stdio://talkative-sse', 'sse app');
+    const post = (body: unknown, headers: Record<string, string>) =>
+      fetch(proxyUrl(instance), { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    const sse = { Accept: 'text/event-stream' };
+    const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'sse', version: '1' } } }, sse);
+    expect(init.status).toBe(200);
+    expect(init.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const sid = init.headers.get('mcp-session-id')!;
+    expect(sid).toBeTruthy();
+    expect(eventsOf(await init.text())).toMatchObject([{ id: 1, result: { serverInfo: { name: 'talkative' } } }]);
+    const session = { ...sse, 'Mcp-Session-Id': sid, 'Mcp-Protocol-Version': '2025-06-18' };
+    expect((await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, session)).status).toBe(202);
+    const listed = await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' }, session);
+    expect(listed.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    // the stream goes through the proxy's filter as an HTTP server's does: the allow-list holds
+    expect(eventsOf(await listed.text())).toMatchObject([{ id: 2, result: { tools: [{ name: 'count' }] } }]);
+    const both = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'count', arguments: {} } }, { ...session, Accept: 'application/json, text/event-stream' });
+    expect(both.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await both.json()).toMatchObject({ id: 3, result: { content: [{ text: '1' }] } });
+    const stateless = await post(
+      { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'count', arguments: {}, _meta: meta } },
+      { ...sse, 'Mcp-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'count' },
+    );
+    expect(stateless.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(eventsOf(await stateless.text())).toEqual([{ jsonrpc: '2.0', id: 4, result: { resultType: 'complete', content: [{ type: 'text', text: '1' }] } }]);
+  });
+});

@@ -238,11 +238,32 @@ function requestOf(req: TransportRequest): Request {
   return new Request('http://command.invalid/mcp', { method: req.method, headers, body: req.text });
 }
 
-/** A web Response as the proxy reads an upstream's answer; a stream ends when the app goes away. */
-function answerOf(res: Response, req: TransportRequest): UpstreamResponse {
+/**
+ * A web Response as the proxy reads an upstream's answer; a stream ends when the app goes away. A
+ * POST whose Accept takes an event stream and not JSON gets its answer as one, as a server that
+ * answers with a stream gives it: each message an event (the proxy then filters it event by event).
+ */
+async function answerOf(res: Response, req: TransportRequest): Promise<UpstreamResponse> {
+  const headers: Record<string, string> = Object.fromEntries(res.headers);
+  delete headers['content-length'];
+  if (req.method === 'POST' && res.status === 200 && wantsStreamOnly(req.headers.accept) && /^application\/json/i.test(headers['content-type'] ?? '')) {
+    const parsed = JSON.parse(await res.text()) as unknown;
+    const events = (Array.isArray(parsed) ? parsed : [parsed]).map((m) => `event: message\ndata: ${JSON.stringify(m)}\n\n`).join('');
+    return { statusCode: 200, headers: { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, body: Readable.from([Buffer.from(events)]) };
+  }
   const body = res.body ? Readable.fromWeb(res.body as unknown as NodeReadableStream) : Readable.from([]);
   req.abort.once('abort', () => body.destroy());
-  return { statusCode: res.status, headers: Object.fromEntries(res.headers), body };
+  return { statusCode: res.status, headers, body };
+}
+
+/** Whether an Accept names text/event-stream and no type JSON is of (application/json, or a wildcard that covers it); types with q=0 do not count. */
+function wantsStreamOnly(accept: string | undefined): boolean {
+  const types = (accept ?? '')
+    .split(',')
+    .map((part) => part.split(';').map((p) => p.trim().toLowerCase()))
+    .filter(([type, ...params]) => type && !params.some((p) => /^q=0(\.0*)?$/.test(p)))
+    .map(([type]) => type);
+  return types.includes('text/event-stream') && !types.some((t) => t === 'application/json' || t === 'application/*' || t === '*/*');
 }
 
 function jsonAnswer(status: number, value: unknown): UpstreamResponse {
