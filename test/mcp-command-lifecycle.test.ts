@@ -8,7 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
-import { startTestDaemon, testClock, type TestDaemon } from './helpers/daemon.js';
+import { startTestDaemon, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { eventually } from './helpers/wait.js';
 
