@@ -112,16 +112,20 @@ export class CommandServers {
     const child = await this.start(instance, `${grantId}:session:${randomUUID()}`);
     const sid = randomUUID();
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => sid, enableJsonResponse: true, onsessionclosed: () => void child.close() });
+    // The transport closes with its child once the session is kept; a child that ends before the
+    // first answer (one that exits at start) has that answer say how it ended, and then it closes.
     const bridge = new ChildBridge(child, req.timeoutMs, () => {
-      this.sessions.delete(sid);
-      void transport.close().catch(() => undefined);
+      if (this.sessions.delete(sid)) void transport.close().catch(() => undefined);
     });
     bridge.onServerMessage = (m) => void transport.send(m).catch(() => undefined);
     transport.onmessage = (m) => bridge.toChild(m, transport);
     await transport.start();
     const answer = await transport.handleRequest(requestOf(req));
     if (transport.sessionId === sid && !child.ended) this.sessions.set(sid, { instanceId: instance.id, grantId, bridge, transport });
-    else void child.close();
+    else {
+      void child.close();
+      void transport.close().catch(() => undefined);
+    }
     return answerOf(answer, req);
   }
 
