@@ -32,6 +32,8 @@ export class ChildBridge {
   private readonly pending = new Map<number, Pending>();
   private exit: ChildExit | null = null;
   onServerMessage?: (m: JSONRPCMessage) => void;
+  /** What the child said at svc's initialize (what `server/discover` answers from). */
+  initialized: ChildInit = {};
 
   constructor(
     readonly child: CommandChild,
@@ -60,9 +62,6 @@ export class ChildBridge {
       if (this.exit) this.answerError(id, -32603, endedMessage(this.exit));
     }
   }
-
-  /** What the child said at svc's initialize (what `server/discover` answers from). */
-  initialized: ChildInit = {};
 
   /** svc's own initialize of a child that serves stateless requests (no app sends one). */
   async initialize(): Promise<void> {
