@@ -356,8 +356,8 @@ async function listenHttp(config: Config, handle: http.RequestListener, app: () 
   return { server, close, served: () => served };
 }
 
-/** The supervisor of command MCP servers, with the leftovers of a previous start ended. */
-async function startCommandServers(config: Config, logger: Logger): Promise<CommandSupervisor> {
+/** The supervisor of command MCP servers, with the leftovers of a previous start ended; on svc's clock, as its back-off waits are. */
+async function startCommandServers(config: Config, logger: Logger, clock: Clock): Promise<CommandSupervisor> {
   const supervisor = new CommandSupervisor({
     recordFile: path.join(config.dataDir, 'command-children.json'),
     logger,
@@ -365,6 +365,7 @@ async function startCommandServers(config: Config, logger: Logger): Promise<Comm
     maxTotal: config.stdioMaxProcessesTotal,
     idleTimeoutMs: config.stdioIdleTimeoutS * 1000,
     maxLineBytes: COMMAND_DEFAULTS.maxLineBytes,
+    clock,
   });
   const ended = await supervisor.reapLeftovers();
   if (ended > 0) logger.warn({ ended }, 'ended command servers a previous svc left running');
@@ -486,7 +487,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     const activity = await steps.run('activity', () => backend.openActivity(activityBounds, clock, logger), (a) => a.close());
     // Command servers: what a previous svc left running is ended first; at a stop every child goes
     // (after the app's close, before the HTTP server's wait for requests, so none waits on a child).
-    const supervisor = await steps.run('command servers', () => startCommandServers(config, logger), (s) => s.stopAll());
+    const supervisor = await steps.run('command servers', () => startCommandServers(config, logger, clock), (s) => s.stopAll());
     const wired = await steps.run('app', async () => (app = await createApp(deps, { sessionKeys, port, activity, supervisor })), (w) => w.close());
 
     const initialAdminPassword = await steps.run('first admin', async () => {

@@ -1,6 +1,7 @@
 import { LATEST_PROTOCOL_VERSION, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { VERSION } from '../../version.js';
 import { describeExit } from './supervisor.js';
+import type { ChildInit } from './modern.js';
 import type { ChildExit, CommandChild } from './types.js';
 
 /** Where an answer of the child goes: the app's transport, under the id the app gave. */
@@ -14,6 +15,7 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+const endedMessage = (exit: ChildExit) => `The command server ${describeExit(exit)} before it answered.`;
 const isRequest = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number; method: string } => 'method' in m && 'id' in m;
 const isAnswer = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | number } => 'id' in m && ('result' in m || 'error' in m);
 
@@ -28,7 +30,10 @@ const isAnswer = (m: JSONRPCMessage): m is JSONRPCMessage & { id: string | numbe
 export class ChildBridge {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private exit: ChildExit | null = null;
   onServerMessage?: (m: JSONRPCMessage) => void;
+  /** What the child said at svc's initialize (what `server/discover` answers from). */
+  initialized: ChildInit = {};
 
   constructor(
     readonly child: CommandChild,
@@ -37,7 +42,8 @@ export class ChildBridge {
   ) {
     child.onmessage = (m) => this.fromChild(m);
     child.onexit = (exit) => {
-      this.failAll(`The command server ${describeExit(exit)} before it answered.`);
+      this.exit = exit;
+      this.failAll(endedMessage(exit));
       onEnd(exit);
     };
   }
@@ -52,7 +58,8 @@ export class ChildBridge {
     try {
       this.child.send({ ...m, id } as JSONRPCMessage);
     } catch {
-      this.answerError(id, -32603, 'The command server has ended.');
+      // it has ended: its exit, once known, answers the request with how it ended (failAll)
+      if (this.exit) this.answerError(id, -32603, endedMessage(this.exit));
     }
   }
 
@@ -62,6 +69,7 @@ export class ChildBridge {
       this.toChild({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'svc', version: VERSION } } }, { send: resolve });
     });
     if ('error' in answer) throw new Error(String((answer.error as { message?: unknown }).message ?? 'initialize failed'));
+    if ('result' in answer && answer.result && typeof answer.result === 'object') this.initialized = answer.result as ChildInit;
     this.sendOrDrop({ jsonrpc: '2.0', method: 'notifications/initialized' });
   }
 

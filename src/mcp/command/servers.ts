@@ -13,6 +13,7 @@ import { VERSION } from '../../version.js';
 import type { McpTransport, TransportRequest } from '../transport/types.js';
 import { mcpError } from '../upstream-client.js';
 import { ChildBridge } from './bridge.js';
+import { discoverResult, isModernRequest, modernAnswer } from './modern.js';
 import type { CommandChild, CommandSupervisor } from './supervisor.js';
 
 /** What the registry needs of the instances' service: what to run, and what to scrub. */
@@ -64,10 +65,16 @@ export class CommandServers {
     return this.supervisor.totalLive();
   }
 
-  /** Ends a grant's children once it is no longer approved, and an instance's once it is disabled, removed or its command changed. */
+  /**
+   * Ends a grant's children once it is no longer approved (an API key's revoke included: its
+   * grant is revoked with it), and those of an instance it no longer names; an instance's once it
+   * is disabled, removed or its command changed.
+   */
   watch(repos: Repositories): void {
     repos.accessRequests.onChange((id, r) => {
-      if (!r || r.status !== 'approved') void this.supervisor.stopKeys(`${id}:`);
+      if (!r || r.status !== 'approved') return void this.supervisor.stopKeys(`${id}:`);
+      const named = new Set(r.approved?.mcp_servers.flatMap((s) => s.instance_ids) ?? []);
+      void this.supervisor.stopKeys(`${id}:`, (instanceId) => !named.has(instanceId));
     });
     repos.mcpInstances.onChange((id, m) => {
       const was = this.seen.get(id);
@@ -105,24 +112,36 @@ export class CommandServers {
     const child = await this.start(instance, `${grantId}:session:${randomUUID()}`);
     const sid = randomUUID();
     const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: () => sid, enableJsonResponse: true, onsessionclosed: () => void child.close() });
+    // The transport closes with its child once the session is kept; a child that ends before the
+    // first answer (one that exits at start) has that answer say how it ended, and then it closes.
     const bridge = new ChildBridge(child, req.timeoutMs, () => {
-      this.sessions.delete(sid);
-      void transport.close().catch(() => undefined);
+      if (this.sessions.delete(sid)) void transport.close().catch(() => undefined);
     });
     bridge.onServerMessage = (m) => void transport.send(m).catch(() => undefined);
     transport.onmessage = (m) => bridge.toChild(m, transport);
     await transport.start();
     const answer = await transport.handleRequest(requestOf(req));
     if (transport.sessionId === sid && !child.ended) this.sessions.set(sid, { instanceId: instance.id, grantId, bridge, transport });
-    else void child.close();
+    else {
+      void child.close();
+      void transport.close().catch(() => undefined);
+    }
     return answerOf(answer, req);
   }
 
-  /** A stateless request: one fresh server transport for it, on the grant's child. */
+  /**
+   * A stateless request: one fresh server transport for it, on the grant's child. One of the
+   * 2026-07-28 era is answered in that era: svc answers `server/discover` from the child's
+   * initialize, and gives the child's results that era's fields (modern.ts).
+   */
   private async statelessCall(instance: McpInstanceRecord, grantId: string, req: TransportRequest): Promise<UpstreamResponse> {
     const bridge = await this.grantBridge(instance, grantId, req.timeoutMs);
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
-    transport.onmessage = (m) => bridge.toChild(m, transport);
+    transport.onmessage = (m) => {
+      if (!('method' in m) || !('id' in m) || !isModernRequest(req, m)) return bridge.toChild(m, transport);
+      if (m.method === 'server/discover') return void transport.send({ jsonrpc: '2.0', id: m.id, result: discoverResult(bridge.initialized) } as JSONRPCMessage).catch(() => undefined);
+      bridge.toChild(m, { send: (answer) => transport.send(modernAnswer(m.method, answer)) });
+    };
     await transport.start();
     return answerOf(await transport.handleRequest(requestOf(req)), req);
   }
@@ -223,11 +242,32 @@ function requestOf(req: TransportRequest): Request {
   return new Request('http://command.invalid/mcp', { method: req.method, headers, body: req.text });
 }
 
-/** A web Response as the proxy reads an upstream's answer; a stream ends when the app goes away. */
-function answerOf(res: Response, req: TransportRequest): UpstreamResponse {
+/**
+ * A web Response as the proxy reads an upstream's answer; a stream ends when the app goes away. A
+ * POST whose Accept takes an event stream and not JSON gets its answer as one, as a server that
+ * answers with a stream gives it: each message an event (the proxy then filters it event by event).
+ */
+async function answerOf(res: Response, req: TransportRequest): Promise<UpstreamResponse> {
+  const headers: Record<string, string> = Object.fromEntries(res.headers);
+  delete headers['content-length'];
+  if (req.method === 'POST' && res.status === 200 && wantsStreamOnly(req.headers.accept) && /^application\/json/i.test(headers['content-type'] ?? '')) {
+    const parsed = JSON.parse(await res.text()) as unknown;
+    const events = (Array.isArray(parsed) ? parsed : [parsed]).map((m) => `event: message\ndata: ${JSON.stringify(m)}\n\n`).join('');
+    return { statusCode: 200, headers: { ...headers, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, body: Readable.from([Buffer.from(events)]) };
+  }
   const body = res.body ? Readable.fromWeb(res.body as unknown as NodeReadableStream) : Readable.from([]);
   req.abort.once('abort', () => body.destroy());
-  return { statusCode: res.status, headers: Object.fromEntries(res.headers), body };
+  return { statusCode: res.status, headers, body };
+}
+
+/** Whether an Accept names text/event-stream and no type JSON is of (application/json, or a wildcard that covers it); types with q=0 do not count. */
+function wantsStreamOnly(accept: string | undefined): boolean {
+  const types = (accept ?? '')
+    .split(',')
+    .map((part) => part.split(';').map((p) => p.trim().toLowerCase()))
+    .filter(([type, ...params]) => type && !params.some((p) => /^q=0(\.0*)?$/.test(p)))
+    .map(([type]) => type);
+  return types.includes('text/event-stream') && !types.some((t) => t === 'application/json' || t === 'application/*' || t === '*/*');
 }
 
 function jsonAnswer(status: number, value: unknown): UpstreamResponse {

@@ -122,8 +122,9 @@ export class CommandSupervisor {
     await Promise.all([...(this.instances.get(instanceId)?.live ?? [])].map((c) => c.close()));
   }
 
-  async stopKeys(prefix: string): Promise<void> {
-    await Promise.all(this.sessionChildren().filter((c) => c.key.startsWith(prefix)).map((c) => c.close()));
+  /** Ends the children whose key starts with `prefix` (a grant's), or only those of the instances `of` picks. */
+  async stopKeys(prefix: string, of: (instanceId: string) => boolean = () => true): Promise<void> {
+    await Promise.all(this.sessionChildren().filter((c) => c.key.startsWith(prefix) && of(c.instanceId)).map((c) => c.close()));
   }
 
   /** Every child ended (TERM to each group, KILL after 1.5 s), then the watchdog; no child starts after. */

@@ -15,13 +15,13 @@ export const send = (message) => process.stdout.write(`${JSON.stringify(message)
 
 const text = (t) => ({ content: [{ type: 'text', text: String(t) }] });
 
-/** The answer to a request, or undefined for a notification. `onCall` may answer a tools/call first. */
-export function answer(msg, onCall) {
+/** The answer to a request, or undefined for a notification. `onCall` (`onInit`) may answer a tools/call (initialize) first. */
+export function answer(msg, onCall, onInit) {
   if (msg.id === undefined) return undefined;
   const ok = (result) => ({ jsonrpc: '2.0', id: msg.id, result });
   switch (msg.method) {
     case 'initialize':
-      return ok({ protocolVersion: msg.params?.protocolVersion ?? '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'hostile', version: '1.0.0' } });
+      return onInit?.(msg) ?? ok({ protocolVersion: msg.params?.protocolVersion ?? '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'hostile', version: '1.0.0' } });
     case 'ping':
       return ok({});
     case 'tools/list':
@@ -39,11 +39,11 @@ export function answer(msg, onCall) {
 }
 
 /** Reads JSON lines from stdin and answers each; exits at end of input unless `keepOnEof`. */
-export function serve({ onCall, keepOnEof = false } = {}) {
+export function serve({ onCall, onInit, keepOnEof = false } = {}) {
   const rl = createInterface({ input: process.stdin });
   rl.on('line', (line) => {
     if (!line.trim()) return;
-    const reply = answer(JSON.parse(line), onCall);
+    const reply = answer(JSON.parse(line), onCall, onInit);
     if (reply) send(reply);
   });
   rl.on('close', () => {
