@@ -68,6 +68,10 @@ export default async function runAbBench(report) {
       closers.push(() => svc.close());
       daemons.push({ ...b, svc });
     }
+    // the floor proxy (a bare node:http pass-through) in the same turns, so each build's CPU reads as a multiple of it
+    const floorProc = await startProcess(['bench/lib/floor-proxy.js'], { env: { UPSTREAM: chatUpstream } });
+    closers.push(() => stop(floorProc.child));
+    const floor = { label: 'floor', pid: floorProc.child.pid, url: `http://127.0.0.1:${floorProc.match[1]}/chat/completions`, headers: { 'Content-Type': 'application/json' } };
     const auth = (svc) => ({ 'Content-Type': 'application/json', Authorization: `Bearer ${svc.token}` });
     const paths = {
       chat: (svc) => ({ url: `${svc.base}/v1/chat/completions`, headers: auth(svc), body: chatBody }),
@@ -81,11 +85,13 @@ export default async function runAbBench(report) {
     const only = process.env.AB_PATHS?.split(',');
     for (const [label, of] of Object.entries(paths).filter(([l]) => !only || only.some((o) => l.startsWith(o)))) {
       const targets = daemons.map((d) => ({ label: `${d.label} ${label}`, pid: d.svc.pid, ...of(d.svc) }));
+      const withFloor = label.startsWith('chat');
+      if (withFloor) targets.push({ ...floor, body: targets[0].body, metric: targets[0].metric });
       const metric = targets[0].metric ?? 'total';
       const n = metric === 'firstByte' ? Math.round(rounds / 6) : rounds;
       await measure(targets, Math.min(500, n), metric);
       const results = await measure(targets, n, metric);
-      results.forEach((r, i) => report.line(`  ${(i === 0 ? label : '').padEnd(26)} ${daemons[i].label.padEnd(12)} ${fmt(r.cpuUs, 1).padStart(12)} ${fmt(r.p50).padStart(8)}`));
+      results.forEach((r, i) => report.line(`  ${(i === 0 ? label : '').padEnd(26)} ${(daemons[i]?.label ?? 'floor proxy').padEnd(12)} ${fmt(r.cpuUs, 1).padStart(12)} ${fmt(r.p50).padStart(8)}${withFloor && i < 2 ? `  (${fmt(r.cpuUs / results[2].cpuUs, 2)}x the floor's CPU, +${fmt(r.p50 - results[2].p50)} ms)` : ''}`));
       report.line(`  ${''.padEnd(26)} ${'change'.padEnd(12)} ${fmt(results[1].cpuUs - results[0].cpuUs, 1).padStart(12)} ${fmt(results[1].p50 - results[0].p50).padStart(8)}`);
     }
     return [];

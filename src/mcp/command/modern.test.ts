@@ -1,10 +1,10 @@
-import { EventEmitter } from 'node:events';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
 import type { TransportRequest } from '../transport/types.js';
+import { ClientGone } from '../../upstream/client.js';
 import { discoverResult, isModernRequest, modernAnswer } from './modern.js';
 
-const request = (headers: Record<string, string>): TransportRequest => ({ method: 'POST', headers, timeoutMs: 1000, abort: new EventEmitter() as TransportRequest['abort'] });
+const request = (headers: Record<string, string>): TransportRequest => ({ method: 'POST', headers, timeoutMs: 1000, abort: new ClientGone() });
 const call = (meta?: Record<string, unknown>) => ({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: meta ? { _meta: meta } : {} }) as JSONRPCMessage;
 
 describe('the 2026-07-28 era for a 2025-era child', () => {
