@@ -99,6 +99,23 @@ describe('per-grant limits against an app that tries to get around them', () => 
     expect((await usageOf(g.id)).today.tokens).toBeGreaterThanOrEqual(4);
   });
 
+  it('a path spelt in other case is no way round the day: it is refused, never served uncounted', async () => {
+    const g = await grant({ tokens_per_day: 3 });
+    const body = { model: 'fake-model', messages: [{ role: 'user', content: 'x' }] };
+    // the router once matched paths whatever their case, while the activity and the limits knew
+    // the endpoint by its exact path: such a call was served, and neither counted nor shown
+    for (const path of ['/v1/Chat/Completions', '/v1/CHAT/COMPLETIONS', '/v1/chat/Completions', '/v1/Messages', '/v1/Embeddings']) {
+      const res = await g.post(path, body);
+      expect(res.status, path).toBe(404);
+      expect((await res.json()).error.code, path).toBe('unsupported_endpoint');
+    }
+    expect((await g.get('/v1/Models')).status).toBe(404);
+    // the exact spelling still works, and counts
+    expect((await g.post('/v1/chat/completions', body)).status).toBe(200);
+    expect((await g.post('/v1/chat/completions/', body)).status).toBe(200);
+    await eventually(async () => (await usageOf(g.id)).calls >= 2, 'the calls recorded');
+    expect((await g.post('/v1/chat/completions', body)).status).toBe(429);
+  });
   it('counts a Responses answer whose echoed user and metadata come after its usage', async () => {
     const g = await grant({ tokens_per_day: 150 });
     const res = await g.post('/v1/responses', { model: 'gpt-x', input: 'hi', user: 'usage', metadata: { usage: 'x' } });

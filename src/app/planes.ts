@@ -40,7 +40,10 @@ export function routersByPlane(routes: AnyRouteDef[], { session, bearer }: Authe
   const isDataPlane = routePathMatcher(dataRoutes);
   const guards = { bearer: requireAppRole, either: requireRoleEither };
   mountRoutes(router, routes.filter((r) => r.plane !== 'data'), { session, bearer, either }, guards);
-  const dataRouter = new Router<AppState>();
+  // Case-sensitive, as the endpoints themselves are: the activity, the limits and the error
+  // shapes know an endpoint by its exact path, so a router that also took `/v1/Chat/Completions`
+  // served calls that none of them saw.
+  const dataRouter = new Router<AppState>({ sensitive: true });
   mountRoutes(dataRouter, dataRoutes, { bearer }, guards);
   return { router, dataRouter, isDataPlane };
 }
