@@ -81,11 +81,12 @@ export async function createApp(
   let openApiDoc: Record<string, unknown> | null = null;
   const openApi = () => (openApiDoc ??= buildOpenApi(routes, { version: VERSION, serverUrl: deps.baseUrl() }));
 
-  const { router, dataRouter, isDataPlane } = routersByPlane(routes, { session: browser.authenticateSession, bearer });
+  const planes = routersByPlane(routes, { session: browser.authenticateSession, bearer });
+  const { router, isDataPlane } = planes;
   mountControlExtras(router, auth.authorizationServer, openApi);
   mountPages(router, deps, services, browser.sameOrigin);
   const common = commonMiddleware(deps.logger, deps.config.bodyLimit, browser.hosts, [messagesErrorShape]);
-  const dataPlane = dataPlaneApp(common, dataRouter, unservedEndpoint(isDataPlane));
+  const dataPlane = dataPlaneApp(common, planes, unservedEndpoint(isDataPlane));
   const koa = controlPlaneApp(deps, common, router, { authorizationServer: auth.authorizationServer, sessionKeys: opts.sessionKeys });
   logResponseErrors([koa, dataPlane], deps.logger);
   const callback = dispatchByPlane(koa, dataPlane, isDataPlane);

@@ -7,7 +7,7 @@ import { INSTANCE_HEADER } from '../daemon-info.js';
 import type { AppDeps, AppState, ErrorShape } from '../http/context.js';
 import { addressFromProxy } from '../http/client-address.js';
 import { errorMiddleware } from '../http/errors-middleware.js';
-import { type AnyRouteDef, mountRoutes, routePathMatcher } from '../http/route.js';
+import { type AnyRouteDef, exactRouteDispatch, mountRoutes, routePathMatcher } from '../http/route.js';
 import { guardRequests } from '../http/security.js';
 import type { Logger } from '../log.js';
 import type { AuthorizationServer } from '../oauth/provider.js';
@@ -25,6 +25,8 @@ export interface Authenticators {
 export interface PlaneRouters {
   router: Router<AppState>;
   dataRouter: Router<AppState>;
+  /** the data plane's routes of a fixed path, dispatched before its router (exactRouteDispatch) */
+  exactData: Middleware<AppState>;
   isDataPlane: (path: string) => boolean;
 }
 
@@ -45,7 +47,7 @@ export function routersByPlane(routes: AnyRouteDef[], { session, bearer }: Authe
   // served calls that none of them saw.
   const dataRouter = new Router<AppState>({ sensitive: true });
   mountRoutes(dataRouter, dataRoutes, { bearer }, guards);
-  return { router, dataRouter, isDataPlane };
+  return { router, dataRouter, exactData: exactRouteDispatch(dataRoutes, { bearer }, guards), isDataPlane };
 }
 
 /** What every request passes first, on either plane. */
@@ -55,9 +57,10 @@ export function commonMiddleware(logger: Logger, bodyLimit: number, hosts: Set<s
 }
 
 /** The lean stack of the proxies; `lastStop` answers a path no route serves. */
-export function dataPlaneApp(common: Middleware<AppState>[], dataRouter: Router<AppState>, lastStop: Middleware<AppState>): Koa<AppState> {
+export function dataPlaneApp(common: Middleware<AppState>[], { dataRouter, exactData }: Pick<PlaneRouters, 'dataRouter' | 'exactData'>, lastStop: Middleware<AppState>): Koa<AppState> {
   const dataPlane = new Koa<AppState>({ proxy: false });
   for (const mw of common) dataPlane.use(mw);
+  dataPlane.use(exactData);
   dataPlane.use(dataRouter.routes());
   dataPlane.use(dataRouter.allowedMethods());
   dataPlane.use(lastStop);

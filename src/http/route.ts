@@ -77,6 +77,28 @@ const markStream: Middleware<AppState> = function markStream(ctx, next) {
 /** The role check of a route's auth mode, given the least role it needs (supplied by auth/, which http/ does not know). */
 export type RoleGuards = Partial<Record<'bearer' | 'either', (role: AppRole) => Middleware<AppState>>>;
 
+/** A route's middleware as it runs: stream mark, its own `before`, authentication, the role check, then validation and the handler. */
+function routeChain(route: AnyRouteDef, authenticate: Partial<Record<AuthMode, Middleware<AppState>>>, guards: RoleGuards): Middleware<AppState>[] {
+  const auth = authenticate[route.auth];
+  if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
+  const stack: Middleware<AppState>[] = [...(route.stream ? [markStream] : []), ...(route.before ?? []), ...(auth ? [auth] : [])];
+  if (route.auth === 'bearer' || route.auth === 'either') {
+    const guard = guards[route.auth];
+    if (!guard) throw new Error(`no role guard for ${route.auth} (${route.operationId})`);
+    stack.push(guard(route.appRole ?? 'scope_user_user'));
+  }
+  const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
+    const input = {
+      params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,
+      query: route.query ? parseOrThrow(route.query, ctx.query, 'query') : undefined,
+      body: route.body && !route.rawBody ? parseOrThrow(route.body, (ctx.request as { body?: unknown }).body, 'body') : undefined,
+    };
+    const result = await route.handler(ctx as AppContext, input as never);
+    if (result !== undefined) ctx.body = result;
+  };
+  return [...stack, handle];
+}
+
 /**
  * Mounts routes on a router; `authenticate` supplies the middleware for each auth mode, and
  * `guards` the role check that follows it.
@@ -88,29 +110,58 @@ export function mountRoutes(
   guards: RoleGuards = {},
 ): void {
   for (const route of routes) {
-    const auth = authenticate[route.auth];
-    if (route.auth !== 'none' && !auth) throw new Error(`no authenticator for ${route.auth} (${route.operationId})`);
-    const stack: Middleware<AppState>[] = [...(route.stream ? [markStream] : []), ...(route.before ?? []), ...(auth ? [auth] : [])];
-    if (route.auth === 'bearer' || route.auth === 'either') {
-      const guard = guards[route.auth];
-      if (!guard) throw new Error(`no role guard for ${route.auth} (${route.operationId})`);
-      stack.push(guard(route.appRole ?? 'scope_user_user'));
-    }
-    const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
-      const input = {
-        params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,
-        query: route.query ? parseOrThrow(route.query, ctx.query, 'query') : undefined,
-        body: route.body && !route.rawBody ? parseOrThrow(route.body, (ctx.request as { body?: unknown }).body, 'body') : undefined,
-      };
-      const result = await route.handler(ctx as AppContext, input as never);
-      if (result !== undefined) ctx.body = result;
-    };
-    (router as unknown as Record<HttpMethod, (path: string, ...mw: Middleware<AppState>[]) => void>)[route.method](
-      route.mountPath ?? koaPath(route.path),
-      ...stack,
-      handle,
-    );
+    (router as unknown as Record<HttpMethod, (path: string, ...mw: Middleware<AppState>[]) => void>)[route.method](route.mountPath ?? koaPath(route.path), ...routeChain(route, authenticate, guards));
   }
+}
+
+/** Runs `chain` as one middleware, as koa-compose does: each `next` the one after, the last the caller's. */
+function composed(chain: Middleware<AppState>[]): Middleware<AppState> {
+  return function runChain(ctx, next) {
+    let last = -1;
+    const step = (i: number): Promise<void> => {
+      if (i <= last) return Promise.reject(new Error('next() called more than once'));
+      last = i;
+      const fn = i < chain.length ? chain[i] : next;
+      try {
+        return Promise.resolve(fn(ctx, () => step(i + 1)));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    };
+    return step(0);
+  };
+}
+
+/**
+ * The routes of a fixed path (no parameter), each as one middleware worked out at start, found by
+ * method and exact path in one lookup. The router matches every route's pattern in turn and
+ * composes the matched chain anew for each request; the data plane's calls are nearly all to
+ * these few paths, so they are dispatched here first and the router sees only the rest (a path
+ * with an id, another spelling, a method that is not allowed), which it answers as before.
+ */
+export function exactRouteDispatch(
+  routes: AnyRouteDef[],
+  authenticate: Partial<Record<AuthMode, Middleware<AppState>>>,
+  guards: RoleGuards = {},
+): Middleware<AppState> {
+  const byCall = new Map<string, Middleware<AppState>>();
+  for (const route of routes) {
+    const path = route.mountPath ?? koaPath(route.path);
+    if (/[:*{(]/.test(path)) continue;
+    const enter: Middleware<AppState> = function enterRoute(ctx, next) {
+      // what the router sets on a match (no captures: the path has none)
+      const routed = ctx as AppContext & { _matchedRoute?: string; routerPath?: string };
+      ctx.params = {};
+      routed._matchedRoute = path;
+      routed.routerPath = path;
+      return next();
+    };
+    byCall.set(`${route.method.toUpperCase()} ${path}`, composed([enter, ...routeChain(route, authenticate, guards)]));
+  }
+  return function dispatchExactRoute(ctx, next) {
+    const chain = byCall.get(`${ctx.method} ${ctx.path}`);
+    return chain ? chain(ctx, next) : next();
+  };
 }
 
 /**
