@@ -10,12 +10,18 @@ export interface Tokens {
 export function tokensOf(usage: unknown): Tokens | null {
   if (!usage || typeof usage !== 'object') return null;
   const u = usage as Record<string, unknown>;
-  const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : undefined);
-  const tokensIn = num(u.prompt_tokens) ?? num(u.input_tokens);
-  const tokensOut = num(u.completion_tokens) ?? num(u.output_tokens);
+  const tokensIn = count(u.prompt_tokens) ?? count(u.input_tokens);
+  const tokensOut = count(u.completion_tokens) ?? count(u.output_tokens);
   if (tokensIn === undefined && tokensOut === undefined) return null;
-  return { ...(tokensIn !== undefined ? { tokens_in: tokensIn } : {}), ...(tokensOut !== undefined ? { tokens_out: tokensOut } : {}) };
+  // a count not given stays absent (not undefined): the counts found are merged over others
+  const tokens: Tokens = {};
+  if (tokensIn !== undefined) tokens.tokens_in = tokensIn;
+  if (tokensOut !== undefined) tokens.tokens_out = tokensOut;
+  return tokens;
 }
+
+/** A token count as a usage object gives it: a whole number of at least 0, else none. */
+const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.floor(v) : undefined);
 
 /** svc's estimate of the tokens in so many bytes of a request: one per 4 bytes. */
 export const tokensOfBytes = (bytes: number): number => Math.ceil(bytes / 4);
@@ -35,20 +41,32 @@ export function usageInAnswer(body: Buffer): Tokens | null {
     const key = body.lastIndexOf(USAGE_KEY);
     at = key === -1 ? -1 : body.indexOf(0x7b, key);
   }
-  if (at === -1) return null;
-  const tail = body.subarray(at, at + 4096).toString('utf8');
-  let depth = 0;
-  for (let i = 0; i < tail.length; i++) {
-    if (tail[i] === '{') depth++;
-    else if (tail[i] === '}' && --depth === 0) {
-      try {
-        return tokensOf(JSON.parse(tail.slice(0, i + 1)));
-      } catch {
-        return null;
-      }
-    }
+  return at === -1 ? null : parsedUsage(body, at, objectEnd(body, at));
+}
+
+/** The tokens of the JSON object at body[start..end] (end its closing brace; -1: none found). */
+function parsedUsage(body: Buffer, start: number, end: number): Tokens | null {
+  if (end === -1) return null;
+  try {
+    return tokensOf(JSON.parse(body.toString('utf8', start, end + 1)));
+  } catch {
+    return null;
   }
-  return null;
+}
+
+/**
+ * The brace that closes the object opening at `start`, by counting braces over the bytes (within
+ * 4 KiB: a usage object is a few counts); -1 when it does not close there. Bytes, not a decoded
+ * copy: a brace is one byte in UTF-8, and no byte of another character is one.
+ */
+function objectEnd(body: Buffer, start: number): number {
+  let depth = 0;
+  const stop = Math.min(body.length, start + 4096);
+  for (let i = start; i < stop; i++) {
+    if (body[i] === 0x7b) depth++;
+    else if (body[i] === 0x7d && --depth === 0) return i;
+  }
+  return -1;
 }
 
 /**
@@ -154,6 +172,10 @@ const FAR = -2;
 const USAGE_KEY = Buffer.from('"usage"');
 const BACKSLASH = 0x5c;
 
+/** Whether body[start..start+6] is the string `"usage"` (its quotes included). */
+const isUsageKey = (body: Buffer, start: number) =>
+  body[start + 1] === 0x75 && body[start + 2] === 0x73 && body[start + 3] === 0x61 && body[start + 4] === 0x67 && body[start + 5] === 0x65;
+
 /** Where the object under the top-level `"usage"` key of a JSON object starts, walking back from its end; -1 when it has none, FAR past WALK_LIMIT. */
 function topLevelUsage(body: Buffer): number {
   let depth = 0;
@@ -167,7 +189,7 @@ function topLevelUsage(body: Buffer): number {
       const start = openingQuote(body, i);
       if (start === -1) return -1;
       // at the top level, the key (a colon follows, not so a value "usage"), then its object
-      const colon = depth === 1 && i - start === 6 && body.toString('latin1', start + 1, i) === 'usage' ? skipSpace(body, i + 1) : -1;
+      const colon = depth === 1 && i - start === 6 && isUsageKey(body, start) ? skipSpace(body, i + 1) : -1;
       if (colon !== -1 && body[colon] === 0x3a) {
         const value = skipSpace(body, colon + 1);
         return body[value] === 0x7b ? value : -1;
