@@ -178,13 +178,37 @@ let lastContentType: { value: unknown; fallback: string; key: string | null; rel
 
 /** The body as the app sent it, unless the model id must change, an alias adds defaults or svc asks for a stream's usage. */
 export function outgoingBody(raw: string, body: Record<string, unknown>, resolved: ResolvedModel, askUsage: boolean): string {
-  if (!resolved.defaults && resolved.upstreamModel === body.model && !askUsage) return raw;
+  const sameModel = !resolved.defaults && resolved.upstreamModel === body.model;
+  if (sameModel && !askUsage) return raw;
+  if (sameModel && body.stream_options === undefined) {
+    const asked = withUsageAsked(raw);
+    if (asked !== null) return asked;
+  }
   if (deeperThan(body, MAX_REWRITE_DEPTH)) {
     throw invalidBody(`The request body nests deeper than ${MAX_REWRITE_DEPTH} levels, too deep for svc to rewrite for this model id.`);
   }
   const rewritten: Record<string, unknown> = resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel };
   if (askUsage) rewritten.stream_options = { ...(isObject(rewritten.stream_options) ? rewritten.stream_options : {}), include_usage: true };
   return JSON.stringify(rewritten);
+}
+
+const ASK_USAGE = '"stream_options":{"include_usage":true}';
+
+/**
+ * The body as it came with `stream_options` asking for usage added as its last key, when it has
+ * no such key (the parsed body says so, whatever escapes spelt its keys): the text changes by that
+ * key alone, with no walk and no re-serialisation of what the app sent. null when the text does
+ * not end as an object with keys does (svc then re-serialises, as for any other change).
+ */
+export function withUsageAsked(raw: string): string | null {
+  let end = raw.length - 1;
+  while (end > 0 && (raw[end] === ' ' || raw[end] === '\n' || raw[end] === '\r' || raw[end] === '\t')) end--;
+  if (raw[end] !== '}') return null;
+  let last = end - 1;
+  while (last > 0 && (raw[last] === ' ' || raw[last] === '\n' || raw[last] === '\r' || raw[last] === '\t')) last--;
+  // `{}` has no key to follow
+  if (last <= 0 || raw[last] === '{') return null;
+  return `${raw.slice(0, end)},${ASK_USAGE}${raw.slice(end)}`;
 }
 
 /**
