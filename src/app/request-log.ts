@@ -21,6 +21,8 @@ export function tagAndLogRequests(logger: Logger, errorShapes: ErrorShape[] = []
     // review surfaces' own polling says so (QUIET_HEADER) and stays at debug. The line's fields are
     // gathered only when it is written (a daemon at warn writes none); a stream's, once it ends.
     const log = () => {
+      // below info nothing is written either way (debug is the lower level): no header read
+      if (logger.isLevelEnabled?.('info') === false) return;
       const level = ctx.get(QUIET_HEADER) ? 'debug' : 'info';
       if (logger.isLevelEnabled?.(level) !== false) logRequest(logger, level, ctx, started);
     };
