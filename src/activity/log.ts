@@ -4,6 +4,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Logger } from '../log.js';
 import { FileWriteError, fsyncDir, writeAll } from '../store/durable-file.js';
+import { eventLine } from './event-line.js';
 import type { ActivityEvent, GrantUsage } from './schemas.js';
 import { type ActivityBounds, type ActivityQuery, type ActivityStore, emptyTotals, type GrantTotals, localDay, usageFromTotals } from './store.js';
 
@@ -115,6 +116,8 @@ export class ActivityLog implements ActivityStore {
   private totals = new Map<string, GrantTotals>();
   /** events recorded but not yet written, in id order */
   private pending: ActivityEvent[] = [];
+  /** each pending event's time (ms), read once when it was recorded */
+  private pendingTimes: number[] = [];
   private size = 0;
   private unterminated = false;
   /** the disk refused the last write: the events wait, tried again each second */
@@ -269,9 +272,12 @@ export class ActivityLog implements ActivityStore {
       full = event as ActivityEvent;
       full.id = String(this.nextId++);
     } else full = { id: String(this.nextId++), ...event };
-    if (this.pending.length < MAX_PENDING) this.pending.push(full);
-    else this.drop();
-    this.count(full, Date.parse(full.time));
+    const time = Date.parse(full.time);
+    if (this.pending.length < MAX_PENDING) {
+      this.pending.push(full);
+      this.pendingTimes.push(time);
+    } else this.drop();
+    this.count(full, time);
     // while the disk refuses writes, only the timer tries again (each try is the whole backlog)
     if (this.pending.length >= FLUSH_EVENTS && !this.failing) void this.writeBatch();
     else this.timer ??= setTimeout(() => void this.writeBatch(), FLUSH_MS).unref();
@@ -344,7 +350,7 @@ export class ActivityLog implements ActivityStore {
     if (this.pending.length > 0) {
       // a copy: events recorded while this one is written join the next batch
       const batch = this.pending.slice();
-      const lines = batch.map((e) => `${JSON.stringify(e)}\n`);
+      const lines = batch.map((e) => `${eventLine(e)}\n`);
       const lead = this.unterminated ? '\n' : '';
       try {
         await appendAt(this.file, Buffer.from(lead + lines.join('')), this.size);
@@ -359,8 +365,9 @@ export class ActivityLog implements ActivityStore {
       this.failing = false;
       this.dropped = 0;
       this.unterminated = false;
-      this.indexWritten(batch, lines, this.size + lead.length);
+      this.indexWritten(batch, this.pendingTimes, lines, this.size + lead.length);
       this.pending = this.pending.slice(batch.length);
+      this.pendingTimes = this.pendingTimes.slice(batch.length);
     }
     // queued after this write, not awaited in it: the cut waits for the queue this write holds
     if (this.offsets.length > this.bounds.maxEvents * 1.1 + 100 && this.clock() >= this.cutRetryAt) void this.dropOld().catch((err: Error) => this.logger.warn({ file: this.file, err: err.message }, 'activity log: could not remove old events'));
@@ -368,15 +375,16 @@ export class ActivityLog implements ActivityStore {
   }
 
   /** Indexes a batch just written from byte `offset`; the ids of events not kept keep empty slots. */
-  private indexWritten(batch: ActivityEvent[], lines: string[], offset: number): void {
-    for (const [i, e] of batch.entries()) {
+  private indexWritten(batch: ActivityEvent[], times: number[], lines: string[], offset: number): void {
+    for (let i = 0; i < batch.length; i++) {
+      const e = batch[i];
       const id = Number(e.id);
       while (this.base + this.offsets.length < id) {
         this.offsets.push(offset);
         this.times.push(0);
       }
       this.offsets[id - this.base] = offset;
-      this.times[id - this.base] = Date.parse(e.time);
+      this.times[id - this.base] = times[i];
       const ids = this.byGrant.get(e.access_request_id);
       if (ids) ids.push(id);
       else this.byGrant.set(e.access_request_id, [id]);

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ActivityNote } from '../http/context.js';
+import { eventLine } from './event-line.js';
 import { callEvent, callEventBase, type EventOwner } from './recorder.js';
 import type { ActivityEvent } from './schemas.js';
 
@@ -72,5 +73,28 @@ describe('a call event', () => {
     const bare = callEvent(callEventBase('t', 'mcp', '/mcp', 1, { status: 403, outcome: 'refused', reason: 'x' }, {}), { access_request_id: 'a', app_client_id: 'c', user: 'u' });
     expect(Object.keys(full)).toEqual(Object.keys(bare));
     expect(Object.keys(full)[0]).toBe('id');
+  });
+});
+
+describe("an event's line in the log", () => {
+  const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.constantFrom('"', '\\', '\u2028', '\ud800', 'é😀', '\u0000\u001f'));
+  it('is the JSON.stringify of a recorded event, byte for byte', () => {
+    fc.assert(
+      fc.property(kind, text, fc.nat(100_000), outcome, note, owner, text, (k, endpoint, duration, o, n, who, model) => {
+        const base = callEventBase(new Date(1_700_000_000_000 + duration).toISOString(), k, endpoint, duration, o, { ...n, model: n.model === undefined ? undefined : model });
+        for (const e of [callEvent(base, who), ...(n.more ?? []).map((m) => callEvent(base, who, m))]) {
+          const event = { ...e, id: String(duration + 1) } as ActivityEvent;
+          expect(eventLine(event)).toBe(JSON.stringify(event));
+        }
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('is the same event for one built in another order, and valid JSON for a field left undefined', () => {
+    const e = { user: 'u', app_client_id: 'c', access_request_id: 'a', tokens_in: 3, outcome: 'ok', status: 200, duration_ms: 1, endpoint: '/e', kind: 'chat', time: 't', id: '9' } as ActivityEvent;
+    expect(JSON.parse(eventLine(e))).toEqual(JSON.parse(JSON.stringify(e)));
+    expect(JSON.parse(eventLine({ ...e, user: undefined } as unknown as ActivityEvent)).user).toBeNull();
+    expect(JSON.parse(eventLine({ ...e, duration_ms: Number.NaN }))).toMatchObject({ duration_ms: null });
   });
 });
