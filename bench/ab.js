@@ -1,6 +1,7 @@
-// Two builds of svc in one interleaved run (`BENCH_BASELINE=<checkout> npm run bench -- --ab`):
-// the baseline checkout's daemon and this one's, in front of the same upstreams, called in turns
-// of a block each (as the stages bench does), so both see the same machine. Prints each one's CPU
+// Builds of svc in one interleaved run (`BENCH_BASELINE=<checkout>[,<checkout>...] npm run bench
+// -- --ab`): each baseline checkout's daemon and this one's, in front of the same upstreams, called
+// in turns of a block each (as the stages bench does), so all see the same machine. Several
+// baselines (one per step of a change, oldest first) give each step's figure from one run. Prints each one's CPU
 // per call and p50 for a chat call, a streamed chat call's first chunk, a `/v1/messages` call and
 // an MCP `tools/call`. It is how a hot-path change is measured against what it changes: the
 // baseline is any built checkout (`git worktree add /tmp/base <commit> && cd /tmp/base && npm ci
@@ -58,8 +59,9 @@ export default async function runAbBench(report) {
     closers.push(() => stop(mcp.child));
     const chatUpstream = `http://127.0.0.1:${upstream.match[1]}/v1`;
     const mcpUrl = `http://127.0.0.1:${mcp.match[1]}/mcp`;
+    const baselines = baseline.split(',').filter(Boolean);
     const builds = [
-      { label: 'baseline', bin: path.resolve(baseline, 'bin/svc.js') },
+      ...baselines.map((dir) => ({ label: baselines.length === 1 ? 'baseline' : path.basename(path.resolve(dir)), bin: path.resolve(dir, 'bin/svc.js') })),
       { label: 'this build', bin: 'bin/svc.js' },
     ];
     const daemons = [];
@@ -87,12 +89,18 @@ export default async function runAbBench(report) {
       const targets = daemons.map((d) => ({ label: `${d.label} ${label}`, pid: d.svc.pid, ...of(d.svc) }));
       const withFloor = label.startsWith('chat');
       if (withFloor) targets.push({ ...floor, body: targets[0].body, metric: targets[0].metric });
+      const floorAt = daemons.length;
       const metric = targets[0].metric ?? 'total';
       const n = metric === 'firstByte' ? Math.round(rounds / 6) : rounds;
       await measure(targets, Math.min(500, n), metric);
       const results = await measure(targets, n, metric);
-      results.forEach((r, i) => report.line(`  ${(i === 0 ? label : '').padEnd(26)} ${(daemons[i]?.label ?? 'floor proxy').padEnd(12)} ${fmt(r.cpuUs, 1).padStart(12)} ${fmt(r.p50).padStart(8)}${withFloor && i < 2 ? `  (${fmt(r.cpuUs / results[2].cpuUs, 2)}x the floor's CPU, +${fmt(r.p50 - results[2].p50)} ms)` : ''}`));
-      report.line(`  ${''.padEnd(26)} ${'change'.padEnd(12)} ${fmt(results[1].cpuUs - results[0].cpuUs, 1).padStart(12)} ${fmt(results[1].p50 - results[0].p50).padStart(8)}`);
+      results.forEach((r, i) => {
+        const vsFloor = withFloor && i < floorAt ? `  (${fmt(r.cpuUs / results[floorAt].cpuUs, 2)}x the floor's CPU, +${fmt(r.p50 - results[floorAt].p50)} ms)` : '';
+        const step = i > 0 && i < daemons.length ? `  step ${fmt(r.cpuUs - results[i - 1].cpuUs, 1)} µs, ${fmt(r.p50 - results[i - 1].p50)} ms` : '';
+        report.line(`  ${(i === 0 ? label : '').padEnd(26)} ${(daemons[i]?.label ?? 'floor proxy').padEnd(12)} ${fmt(r.cpuUs, 1).padStart(12)} ${fmt(r.p50).padStart(8)}${vsFloor}${step}`);
+      });
+      const last = daemons.length - 1;
+      report.line(`  ${''.padEnd(26)} ${'in all'.padEnd(12)} ${fmt(results[last].cpuUs - results[0].cpuUs, 1).padStart(12)} ${fmt(results[last].p50 - results[0].p50).padStart(8)}`);
     }
     return [];
   } finally {
