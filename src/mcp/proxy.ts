@@ -66,6 +66,22 @@ function headersDisagree(ctx: AppContext, messages: JsonRpc[]): string | null {
   if (name && m?.method === 'tools/call' && decodeMcpName(name) !== m.params?.name) return 'The Mcp-Name header does not match the tool named in the body.';
   return null;
 }
+/**
+ * An answer's Content-Type as it goes on (mediaTypeOf), remembered: a server answers with one or
+ * two values, and taking each apart again is most of what relaying its headers costs. Bounded, as
+ * the values are the servers' to choose.
+ */
+const mediaTypes = new Map<string, string>();
+export function relayedMediaType(value: string): string {
+  let relayed = mediaTypes.get(value);
+  if (relayed === undefined) {
+    relayed = mediaTypeOf(value);
+    if (mediaTypes.size >= 100) mediaTypes.clear();
+    mediaTypes.set(value, relayed);
+  }
+  return relayed;
+}
+
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control', 'allow'];
 
 /**
@@ -126,9 +142,12 @@ async function takeBatch(ctx: AppContext, messages: JsonRpc[]): Promise<void> {
   if (messages.length > 1) await ctx.state.takeCalls?.(messages.length - 1);
 }
 
+/** The key looked for, as bytes once (a string needle is encoded again at every search). */
+const ERROR_KEY = Buffer.from('"error"', 'utf8');
+
 /** Whether a whole JSON-RPC answer is (or holds) an error; looked for only when the word is there. */
 function answeredWithError(whole: Buffer): boolean {
-  if (whole.indexOf('"error"') === -1) return false;
+  if (whole.indexOf(ERROR_KEY) === -1) return false;
   try {
     const parsed = JSON.parse(whole.toString('utf8')) as { error?: unknown } | { error?: unknown }[];
     return (Array.isArray(parsed) ? parsed : [parsed]).some((m) => m && typeof m === 'object' && m.error !== undefined);
@@ -518,7 +537,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { tra
     if (raw === undefined) continue;
     const joined = Array.isArray(raw) ? raw.join(', ') : raw;
     // the media type goes on as its type and charset only; nothing else of it is read by a client
-    const value = name === 'content-type' ? mediaTypeOf(joined) : joined;
+    const value = name === 'content-type' ? relayedMediaType(joined) : joined;
     // A header that quotes the instance's credentials does not go on (it cannot be scrubbed in
     // place without changing what it says).
     if (value && !(secrets.length && scrubTextOfAll(value, secrets) !== value)) out[name] = value;

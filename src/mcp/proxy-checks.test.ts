@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '../errors.js';
 import { jsonValue, MAX_JSON_DEPTH, nestedAtMost, parseOrThrow } from '../http/validate.js';
+import { mediaTypeOf } from '../upstream/media-type.js';
+import { relayedMediaType } from './proxy.js';
 import { nestedTooDeep, requireJsonUtf8, tooDeep } from './request-body.js';
 
 // The proxy once checked a body's depth with the zod schema every kept JSON value goes through,
@@ -85,5 +87,17 @@ describe('requireJsonUtf8', () => {
       { numRuns: 2000 },
     );
     expect(verdict(requireJsonUtf8, 'application/json')).toBe('taken');
+  });
+});
+
+describe('relayedMediaType', () => {
+  const typed = fc.constantFrom('application/json', 'text/event-stream', 'application/json; charset=utf-8', 'text/html; a=b; charset="x"', 'bad type', '');
+  it('answers what mediaTypeOf does, remembered or not, past its bound too', () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(typed, fc.string({ maxLength: 40 })), { maxLength: 150 }), (values) => {
+        for (const v of [...values, ...values]) expect(relayedMediaType(v)).toBe(mediaTypeOf(v));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
