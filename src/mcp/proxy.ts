@@ -363,16 +363,17 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
     for (const m of messages) {
       if (m?.method !== 'tools/call') continue;
       const name = typeof m.params?.name === 'string' ? m.params.name : null;
-      const quoted = JSON.stringify(String(m.params?.name ?? '')).slice(0, 140);
+      // the name as a refusal quotes it: only a refused call needs it
+      const quoted = () => JSON.stringify(String(m.params?.name ?? '')).slice(0, 140);
       const fault = name === null ? null : toolNameFault(name);
       if (fault) {
-        refused.push({ m, why: `Tool name ${quoted} ${fault}; tool names are exact` });
+        refused.push({ m, why: `Tool name ${quoted()} ${fault}; tool names are exact` });
         continue;
       }
       const choice = name === null ? 'deny' : await gate.choose(name);
-      if (choice === 'deny') refused.push({ m, why: `Tool ${quoted} is not allowed on this instance` });
+      if (choice === 'deny') refused.push({ m, why: `Tool ${quoted()} is not allowed on this instance` });
       else if (choice === 'ask' && (messages.length > 1 || m.id === undefined || m.id === null)) {
-        refused.push({ m, why: `Tool ${quoted} needs the person's approval of each call: send it on its own, as a request with an id` });
+        refused.push({ m, why: `Tool ${quoted()} needs the person's approval of each call: send it on its own, as a request with an id` });
       } else if (choice === 'ask') held = m;
     }
     if (refused.length > 0) {
@@ -403,7 +404,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
   // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
-  const secrets = credentialSecrets(Object.values(instanceHeaders));
+  const headerValues = Object.values(instanceHeaders);
+  const secrets = headerValues.length > 0 ? credentialSecrets(headerValues) : NO_SECRETS;
   const input: RelayInput = { transport, method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id), eventForApp: (id) => gate.eventForApp(id) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
@@ -417,6 +419,9 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
   }
   if (release) afterAnswer(ctx, release);
 }
+
+/** The secrets of an instance without headers: none, the same empty list for every call. */
+const NO_SECRETS: string[] = [];
 
 type RelayInput = {
   /** how the request reaches the instance's server (transport/) */
