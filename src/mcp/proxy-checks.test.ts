@@ -48,6 +48,15 @@ describe('nestedTooDeep', () => {
     );
   });
 
+  it('walks a key named __proto__ as the own key JSON.parse makes it', () => {
+    for (const depth of [MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1]) {
+      const text = `${'{"__proto__":'.repeat(depth)}1${'}'.repeat(depth)}`;
+      const parsed = JSON.parse(text) as unknown;
+      expect(nestedTooDeep(text, parsed)).toBe(depth > MAX_JSON_DEPTH);
+      expect(nestedTooDeep(text, parsed)).toBe(schemaVerdict(parsed) !== null);
+    }
+  });
+
   it('measures the value at the limit exactly', () => {
     for (const depth of [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1]) {
       const value = nestedAround(1, depth, [true, false]);
