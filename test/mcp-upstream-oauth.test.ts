@@ -96,6 +96,8 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     return res.body.instance.id as string;
   }
 
+  /** the access request of the last token appToken made */
+  let lastGrant = '';
   async function appToken(ids: string[], url: string) {
     const app = new Api(d.url);
     const created = await app.post('/svc/v1/apps/request-access', {
@@ -104,6 +106,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
       requested_role: 'scope_user_user',
       requested: { version: '1', mcp_servers: [{ url }] },
     });
+    lastGrant = created.body.id;
     const approved = await admin.put(`/svc/v1/access-requests/${created.body.id}/approve`, { approved_role: 'scope_user_user', approved: { version: '1', mcp_servers: [{ url, instance_ids: ids }] } });
     expect(approved.status, approved.text).toBe(200);
     const { tokens } = await authorize(await oidcConfig(d, clientId, secret), admin, approved.body.access_request_scope);
@@ -322,6 +325,26 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     expect(upstreams.dynamic.refreshes() - before).toBe(1);
     expect(upstreams.dynamic.toolsRun.length - ranBefore).toBe(1);
     expect((await instance(id)).auth.status).toBe('connected');
+  });
+
+  it('an approved held call whose token the server refuses (401) is not sent again with the refreshed one: the person approved one run', async () => {
+    const { id, token } = await connected('dynamic');
+    const grant = lastGrant;
+    const asked = await admin.put(`/svc/v1/access-requests/${grant}/tools`, { [id]: { tools: { echo: 'ask' } } });
+    expect(asked.status, asked.text).toBe(200);
+    const before = upstreams.dynamic.refreshes();
+    const ranBefore = upstreams.dynamic.toolsRun.length;
+    upstreams.dynamic.rejectIssuedTokens();
+    const answering = new Api(d.url).post(`/svc/v1/apps/mcps/${id}/mcp`, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { message: 'once' } } }, { Authorization: `Bearer ${token}`, Accept: 'application/json, text/event-stream' });
+    const held = await eventually(async () => ((await admin.get('/svc/v1/calls?status=pending')).body.data as { id: string; access_request_id: string }[]).find((c) => c.access_request_id === grant), 'the call held');
+    expect((await admin.post(`/svc/v1/calls/${held.id}/approve`, {})).status).toBe(200);
+    const answer = await answering;
+    answers.push(answer.text);
+    // the refused token is refreshed for the calls after it, but this one is not tried again
+    expect(upstreams.dynamic.refreshes() - before).toBe(1);
+    expect(upstreams.dynamic.toolsRun.length - ranBefore).toBe(0);
+    expect(answer.text).not.toContain('echo: once');
+    expect(answer.status).not.toBe(200);
   });
 
   it('a proxied call whose new token is refused too (a second 401) leaves the instance needing a sign-in, answered as a JSON-RPC error', async () => {

@@ -72,16 +72,6 @@ export async function grantedInstance(ctx: AppContext, instances: McpInstancesSe
 /** The upstream answered the sign-in's token with a 401 (not a 403: a refresh brings no more scopes). */
 const refusedToken = (err: AppError) => (err.cause as { upstreamStatus?: number } | undefined)?.upstreamStatus === 401;
 
-/** The gate of one proxied request, which remembers whether a call of it was held for the person. */
-function watchedGate(gate: ToolGate): ToolGate & { held: boolean } {
-  const watched = { ...gate, held: false };
-  watched.hold = (...args) => {
-    watched.held = true;
-    return gate.hold(...args);
-  };
-  return watched;
-}
-
 /** The second and last try of a proxied call whose token the server refused, with the refreshed one. */
 async function proxyAgain(ctx: AppContext, instances: McpInstancesService, stale: McpInstanceRecord, timeoutMs: number, streams: OpenStreams, gate: ToolGate): Promise<void> {
   const instance = (await instances.find(stale.id)) ?? stale;
@@ -157,7 +147,7 @@ export function appMcpRoutes(
   /** The proxied call with the instance's sign-in: a token the server refuses is refreshed, and the call sent once more. */
   const proxyWithSignIn = async (ctx: AppContext, instance: McpInstanceRecord) => {
     const headers = await instances.openHeaders(instance);
-    const gate = watchedGate(gateOf(ctx, instance));
+    const gate = gateOf(ctx, instance);
     try {
       await proxyMcp(ctx, instance, transportOf(instance, ctx.state.grant!.record.id, commands), headers, timeoutMs, streams, gate);
     } catch (err) {

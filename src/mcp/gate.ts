@@ -16,6 +16,8 @@ export interface ToolGate {
   choose(tool: string): Promise<ToolChoice>;
   /** which tools a tools/list answer may show; null: all of them */
   visible: ((tool: string) => boolean) | null;
+  /** whether a call of this gate (one request's) was held for the person: a call they approved runs once, never again on a retry */
+  readonly held: boolean;
   /** holds a call for the person's decision */
   hold(tool: string, args: unknown, via: 'mcp' | 'rest'): Promise<{ call: HeldCallView; outcome: Promise<HeldOutcome> }>;
   /** ends a held call that will not run (the app went away, the grant ended) */
@@ -49,13 +51,17 @@ export interface GateDeps {
 
 export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstanceRecord): ToolGate {
   const record = grant.record;
-  return {
+  // One literal, `held` in it from the start: the request's gate keeps one shape (a copy that
+  // adds a field costs a slow property definition at every call).
+  const gate: ToolGate & { held: boolean } = {
+    held: false,
     async choose(tool) {
       const choice = await deps.policies.choose(record, instance, tool);
       return choice === 'ask' && deps.policies.remembered(record, instance, tool) ? 'allow' : choice;
     },
     visible: listFilter(record, instance),
     async hold(tool, args, via) {
+      gate.held = true;
       const appName = await deps.appName(grant.clientId).catch(() => null);
       return deps.held.hold({ record, instance, tool, arguments: args, appName, user: grant.user.username, via });
     },
@@ -74,4 +80,5 @@ export function toolGate(deps: GateDeps, grant: BearerGrant, instance: McpInstan
     eventForServer: (appEventId) => deps.events.forServer(instance.id, record.id, appEventId),
     eventForApp: (serverEventId) => deps.events.forApp(instance.id, record.id, serverEventId),
   };
+  return gate;
 }

@@ -2,7 +2,6 @@ import { StringDecoder } from 'node:string_decoder';
 import { AppError, notFound } from '../errors.js';
 import { readRaw } from '../upstream/body.js';
 import { type ActivityNote, afterAnswer, type AppContext } from '../http/context.js';
-import { jsonValue, parseOrThrow } from '../http/validate.js';
 import { mediaTypeOf } from '../upstream/media-type.js';
 import { credentialSecrets, scrubJsonTextOfAll, scrubTextOfAll } from '../upstream/scrub.js';
 import type { OpenStreams } from '../http/open-streams.js';
@@ -16,31 +15,11 @@ import { type HeldOutcome, sentAsShown } from './held-calls.js';
 import type { ToolGate } from './gate.js';
 import { toolNameFault } from './policies.js';
 import type { McpTransport } from './transport/types.js';
+import { decodeUtf8, nestedTooDeep, NOT_JSON, parseJson, requireJsonUtf8, tooDeep } from './request-body.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
 /** The most of a non-streamed MCP answer svc reads before relaying it. */
 const MCP_ANSWER_LIMIT = 32 * 1024 * 1024;
-
-/**
- * The proxy forwards only what it checked, and it checks UTF-8 JSON: a body in another charset
- * (UTF-7, UTF-16...) could spell `tools/call` in a way svc does not see and an upstream does.
- */
-function requireJsonUtf8(contentType: string): void {
-  const [type, ...params] = contentType.split(';').map((p) => p.trim().toLowerCase());
-  const charset = params.find((p) => p.startsWith('charset='))?.slice('charset='.length).replace(/^"|"$/g, '');
-  if (type !== 'application/json' || (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8')) {
-    throw new AppError('unsupported_media_type', 'The MCP endpoint takes Content-Type: application/json in UTF-8.');
-  }
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
-function decodeUtf8(body: Buffer): string {
-  try {
-    return utf8.decode(body);
-  } catch {
-    throw new AppError('invalid_body', 'The MCP request body is not valid UTF-8.');
-  }
-}
 
 /** Request headers an MCP client sends that the server must see; nothing else of the app's goes up. */
 const FORWARDED_REQUEST_HEADERS = ['content-type', 'accept', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id', 'mcp-method', 'mcp-name'];
@@ -87,6 +66,22 @@ function headersDisagree(ctx: AppContext, messages: JsonRpc[]): string | null {
   if (name && m?.method === 'tools/call' && decodeMcpName(name) !== m.params?.name) return 'The Mcp-Name header does not match the tool named in the body.';
   return null;
 }
+/**
+ * An answer's Content-Type as it goes on (mediaTypeOf), remembered: a server answers with one or
+ * two values, and taking each apart again is most of what relaying its headers costs. Bounded, as
+ * the values are the servers' to choose.
+ */
+const mediaTypes = new Map<string, string>();
+export function relayedMediaType(value: string): string {
+  let relayed = mediaTypes.get(value);
+  if (relayed === undefined) {
+    relayed = mediaTypeOf(value);
+    if (mediaTypes.size >= 100) mediaTypes.clear();
+    mediaTypes.set(value, relayed);
+  }
+  return relayed;
+}
+
 const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-protocol-version', 'cache-control', 'allow'];
 
 /**
@@ -95,7 +90,7 @@ const FORWARDED_RESPONSE_HEADERS = ['content-type', 'mcp-session-id', 'mcp-proto
  * says. This names the first message of a batch; the others are noted once the batch is taken
  * (`takeBatch`).
  */
-function noteMcpCall(note: ActivityNote, ctx: AppContext, text: string | undefined): void {
+function noteMcpCall(note: ActivityNote, ctx: AppContext, parsed: unknown): void {
   const method = ctx.get('mcp-method');
   if (method) {
     note.mcp_method = method;
@@ -103,16 +98,15 @@ function noteMcpCall(note: ActivityNote, ctx: AppContext, text: string | undefin
     if (name && method === 'tools/call') note.tool = decodeMcpName(name) ?? undefined;
     return;
   }
-  if (text === undefined || text.length > 1024 * 1024) return;
-  try {
-    const parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
-    const first = Array.isArray(parsed) ? parsed[0] : parsed;
-    if (typeof first?.method === 'string') note.mcp_method = first.method;
-    if (first?.method === 'tools/call' && typeof first.params?.name === 'string') note.tool = first.params.name;
-  } catch {
-    /* not JSON: the upstream says so to the app */
-  }
+  // not JSON: the upstream says so to the app
+  if (parsed === undefined || parsed === NOT_JSON) return;
+  const first = (Array.isArray(parsed) ? parsed[0] : parsed) as JsonRpc | null | undefined;
+  if (typeof first?.method === 'string') note.mcp_method = first.method;
+  if (first?.method === 'tools/call' && typeof first.params?.name === 'string') note.tool = first.params.name;
 }
+
+/** The largest body the activity's note reads the method and tool of. */
+const NOTED_BODY_LIMIT = 1024 * 1024;
 
 /** The most messages svc takes in one JSON-RPC batch, as the MCP SDK's server does. */
 const BATCH_LIMIT = 100;
@@ -148,9 +142,12 @@ async function takeBatch(ctx: AppContext, messages: JsonRpc[]): Promise<void> {
   if (messages.length > 1) await ctx.state.takeCalls?.(messages.length - 1);
 }
 
+/** The key looked for, as bytes once (a string needle is encoded again at every search). */
+const ERROR_KEY = Buffer.from('"error"', 'utf8');
+
 /** Whether a whole JSON-RPC answer is (or holds) an error; looked for only when the word is there. */
 function answeredWithError(whole: Buffer): boolean {
-  if (whole.indexOf('"error"') === -1) return false;
+  if (whole.indexOf(ERROR_KEY) === -1) return false;
   try {
     const parsed = JSON.parse(whole.toString('utf8')) as { error?: unknown } | { error?: unknown }[];
     return (Array.isArray(parsed) ? parsed : [parsed]).some((m) => m && typeof m === 'object' && m.error !== undefined);
@@ -340,22 +337,20 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
   if (method === 'POST') requireJsonUtf8(ctx.get('content-type'));
   const body = method === 'POST' ? await requestBodyOnce(ctx) : undefined;
   let text = body ? decodeUtf8(body) : undefined;
+  // parsed once, for the activity's note and for every check below
+  const json = text === undefined ? undefined : parseJson(text);
   const note = ctx.state.activity;
-  if (note) noteMcpCall(note, ctx, text);
+  if (note) noteMcpCall(note, ctx, text !== undefined && text.length <= NOTED_BODY_LIMIT ? json : undefined);
   let held: JsonRpc | undefined;
   /** the tool of a single tools/call, as svc checked it: what its Mcp-Name header says upstream */
   let checkedName: string | undefined;
 
   // Every body is read: any tool may be one the person chose to deny, or to be asked about.
   if (text !== undefined) {
-    let parsed: JsonRpc | JsonRpc[];
-    try {
-      parsed = JSON.parse(text) as JsonRpc | JsonRpc[];
-    } catch {
-      throw new AppError('invalid_body', 'The MCP request body is not valid JSON.');
-    }
+    if (json === NOT_JSON) throw new AppError('invalid_body', 'The MCP request body is not valid JSON.');
+    const parsed = json as JsonRpc | JsonRpc[];
     // it is sent on re-serialized (below), which a value nested thousands deep would not survive
-    parseOrThrow(jsonValue, parsed, 'body');
+    if (nestedTooDeep(text, parsed)) throw tooDeep();
     const messages = Array.isArray(parsed) ? parsed : [parsed];
     const lookalike = lookalikeKeys(messages);
     if (lookalike) throw new AppError('invalid_body', lookalike);
@@ -368,16 +363,17 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
     for (const m of messages) {
       if (m?.method !== 'tools/call') continue;
       const name = typeof m.params?.name === 'string' ? m.params.name : null;
-      const quoted = JSON.stringify(String(m.params?.name ?? '')).slice(0, 140);
+      // the name as a refusal quotes it: only a refused call needs it
+      const quoted = () => JSON.stringify(String(m.params?.name ?? '')).slice(0, 140);
       const fault = name === null ? null : toolNameFault(name);
       if (fault) {
-        refused.push({ m, why: `Tool name ${quoted} ${fault}; tool names are exact` });
+        refused.push({ m, why: `Tool name ${quoted()} ${fault}; tool names are exact` });
         continue;
       }
       const choice = name === null ? 'deny' : await gate.choose(name);
-      if (choice === 'deny') refused.push({ m, why: `Tool ${quoted} is not allowed on this instance` });
+      if (choice === 'deny') refused.push({ m, why: `Tool ${quoted()} is not allowed on this instance` });
       else if (choice === 'ask' && (messages.length > 1 || m.id === undefined || m.id === null)) {
-        refused.push({ m, why: `Tool ${quoted} needs the person's approval of each call: send it on its own, as a request with an id` });
+        refused.push({ m, why: `Tool ${quoted()} needs the person's approval of each call: send it on its own, as a request with an id` });
       } else if (choice === 'ask') held = m;
     }
     if (refused.length > 0) {
@@ -408,7 +404,8 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
   // The upstream reads the body exactly as svc did: UTF-8 JSON, whatever charset the app named.
   if (text !== undefined) headers['content-type'] = 'application/json';
   Object.assign(headers, instanceHeaders);
-  const secrets = credentialSecrets(Object.values(instanceHeaders));
+  const headerValues = Object.values(instanceHeaders);
+  const secrets = headerValues.length > 0 ? credentialSecrets(headerValues) : NO_SECRETS;
   const input: RelayInput = { transport, method, headers, text, visible: gate.visible, secrets, timeoutMs, abort: abortOnClientGone(ctx.res), sessionForApp: (id) => gate.sessionForApp(id), eventForApp: (id) => gate.eventForApp(id) };
 
   if (held) return relayHeld(ctx, instance, held, gate, input);
@@ -422,6 +419,9 @@ export async function proxyMcp(ctx: AppContext, instance: McpInstanceRecord, tra
   }
   if (release) afterAnswer(ctx, release);
 }
+
+/** The secrets of an instance without headers: none, the same empty list for every call. */
+const NO_SECRETS: string[] = [];
 
 type RelayInput = {
   /** how the request reaches the instance's server (transport/) */
@@ -542,7 +542,7 @@ async function relayUpstream(ctx: AppContext, instance: McpInstanceRecord, { tra
     if (raw === undefined) continue;
     const joined = Array.isArray(raw) ? raw.join(', ') : raw;
     // the media type goes on as its type and charset only; nothing else of it is read by a client
-    const value = name === 'content-type' ? mediaTypeOf(joined) : joined;
+    const value = name === 'content-type' ? relayedMediaType(joined) : joined;
     // A header that quotes the instance's credentials does not go on (it cannot be scrubbed in
     // place without changing what it says).
     if (value && !(secrets.length && scrubTextOfAll(value, secrets) !== value)) out[name] = value;
