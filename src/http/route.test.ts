@@ -20,11 +20,29 @@ describe('exact route dispatch', () => {
     expect(ctx.params).toEqual({});
     expect(seen).toEqual(['before']);
     expect(fellThrough).toBe(0);
-    // another method, spelling or a path with a parameter: the router's
-    for (const [method, path] of [['GET', '/v1/chat/completions'], ['POST', '/v1/Chat/Completions'], ['POST', '/v1/chat/completions/'], ['POST', '/v1/models/x']]) {
+    // another method, spelling, a trailing slash or more than one segment for the parameter: the router's
+    for (const [method, path] of [['GET', '/v1/chat/completions'], ['POST', '/v1/Chat/Completions'], ['POST', '/v1/chat/completions/'], ['POST', '/v1/models/'], ['POST', '/v1/models/a/b'], ['GET', '/v1/models/x']]) {
       await dispatch(ctxFor(method, path), async () => void fellThrough++);
     }
-    expect(fellThrough).toBe(4);
+    expect(fellThrough).toBe(6);
+  });
+
+  it('takes a path with one parameter segment, decoded as the router decodes it', async () => {
+    const dispatch = exactRouteDispatch(
+      [route('/mcps/{id}/mcp', (ctx) => ({ id: (ctx.params as Record<string, string>).id, route: (ctx as unknown as { _matchedRoute: string })._matchedRoute })), route('/mcps/{id}', (ctx) => ({ last: (ctx.params as Record<string, string>).id }))],
+      {},
+    );
+    const answer = async (path: string) => {
+      const ctx = ctxFor('POST', path);
+      let fell = false;
+      await dispatch(ctx, async () => void (fell = true));
+      return fell ? 'router' : ctx.body;
+    };
+    expect(await answer('/mcps/abc/mcp')).toEqual({ id: 'abc', route: '/mcps/:id/mcp' });
+    expect(await answer('/mcps/a%2Fb/mcp')).toEqual({ id: 'a/b', route: '/mcps/:id/mcp' });
+    expect(await answer('/mcps/%E0%A4%A/mcp')).toEqual({ id: '%E0%A4%A', route: '/mcps/:id/mcp' });
+    expect(await answer('/mcps/x')).toEqual({ last: 'x' });
+    for (const path of ['/mcps//mcp', '/mcps/a/b/mcp', '/mcps/x/', '/mcps/', '/mcps/x/mcp/', '/MCPS/x/mcp']) expect(await answer(path), path).toBe('router');
   });
 
   it('fails a chain whose middleware calls next twice, and passes a thrown error on', async () => {

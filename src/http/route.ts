@@ -132,12 +132,31 @@ function composed(chain: Middleware<AppState>[]): Middleware<AppState> {
   };
 }
 
+/** A text as the router decodes a path parameter: percent-decoded, or as it came when that fails. */
+function decodedParam(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/** A route whose path has one parameter segment: what comes before and after it. */
+interface OneParamRoute {
+  method: string;
+  prefix: string;
+  suffix: string;
+  name: string;
+  chain: Middleware<AppState>;
+}
+
 /**
- * The routes of a fixed path (no parameter), each as one middleware worked out at start, found by
- * method and exact path in one lookup. The router matches every route's pattern in turn and
- * composes the matched chain anew for each request; the data plane's calls are nearly all to
- * these few paths, so they are dispatched here first and the router sees only the rest (a path
- * with an id, another spelling, a method that is not allowed), which it answers as before.
+ * The data plane's routes as dispatch takes them: each as one middleware worked out at start.
+ * The router matches every route's pattern in turn and composes the matched chain anew for each
+ * request; the data plane's calls are nearly all to a few paths, fixed (`/v1/chat/completions`)
+ * or with one parameter segment (`/svc/v1/apps/mcps/{id}/mcp`), so those are found here first,
+ * by one lookup or a prefix and a suffix, and the router sees only the rest (another spelling, a
+ * trailing slash, a `*` path, a method that is not allowed), which it answers as before.
  */
 export function exactRouteDispatch(
   routes: AnyRouteDef[],
@@ -145,22 +164,45 @@ export function exactRouteDispatch(
   guards: RoleGuards = {},
 ): Middleware<AppState> {
   const byCall = new Map<string, Middleware<AppState>>();
+  const withParam: OneParamRoute[] = [];
   for (const route of routes) {
     const path = route.mountPath ?? koaPath(route.path);
-    if (/[:*{(]/.test(path)) continue;
-    const enter: Middleware<AppState> = function enterRoute(ctx, next) {
-      // what the router sets on a match (no captures: the path has none)
-      const routed = ctx as AppContext & { _matchedRoute?: string; routerPath?: string };
-      ctx.params = {};
-      routed._matchedRoute = path;
-      routed.routerPath = path;
-      return next();
-    };
-    byCall.set(`${route.method.toUpperCase()} ${path}`, composed([enter, ...routeChain(route, authenticate, guards)]));
+    const params = path.split('/').filter((seg) => seg.startsWith(':'));
+    if (/[*{(?+]/.test(path) || params.length > 1 || (params.length === 1 && !/^:[A-Za-z_]+$/.test(params[0]))) continue;
+    const method = route.method.toUpperCase();
+    const handle = routeChain(route, authenticate, guards);
+    if (params.length === 0) {
+      byCall.set(`${method} ${path}`, composed([enterRoute(path, () => ({})), ...handle]));
+      continue;
+    }
+    const at = path.indexOf(params[0]);
+    const one: OneParamRoute = { method, prefix: path.slice(0, at), suffix: path.slice(at + params[0].length), name: params[0].slice(1), chain: undefined as never };
+    one.chain = composed([enterRoute(path, (p) => ({ [one.name]: decodedParam(p.slice(one.prefix.length, p.length - one.suffix.length)) })), ...handle]);
+    withParam.push(one);
   }
   return function dispatchExactRoute(ctx, next) {
-    const chain = byCall.get(`${ctx.method} ${ctx.path}`);
-    return chain ? chain(ctx, next) : next();
+    const path = ctx.path;
+    const chain = byCall.get(`${ctx.method} ${path}`);
+    if (chain) return chain(ctx, next);
+    for (const r of withParam) {
+      if (r.method !== ctx.method || path.length <= r.prefix.length + r.suffix.length || !path.startsWith(r.prefix) || !path.endsWith(r.suffix)) continue;
+      // the parameter is one segment, as the router's pattern takes it
+      const slash = path.indexOf('/', r.prefix.length);
+      if (slash !== -1 && slash < path.length - r.suffix.length) continue;
+      return r.chain(ctx, next);
+    }
+    return next();
+  };
+}
+
+/** What the router sets on a match: the route's pattern and the path's parameters. */
+function enterRoute(pattern: string, paramsOf: (path: string) => Record<string, string>): Middleware<AppState> {
+  return function enterRoute(ctx, next) {
+    const routed = ctx as AppContext & { _matchedRoute?: string; routerPath?: string };
+    ctx.params = paramsOf(ctx.path);
+    routed._matchedRoute = pattern;
+    routed.routerPath = pattern;
+    return next();
   };
 }
 
