@@ -7,8 +7,13 @@ export const modelNotFound = (model: string) =>
   new AppError('model_not_found', `The model ${JSON.stringify(model.slice(0, 200))} does not exist here.`, { param: 'model' });
 export const clientClosed = () => new AppError('client_closed', 'The client went away.');
 
-/** Whether a parsed JSON value nests deeper than `limit` (without recursion, so any depth is safe). */
-export function deeperThan(value: unknown, limit: number): boolean {
+/**
+ * Whether a parsed JSON value nests deeper than `limit` (without recursion, so any depth is safe).
+ * `text`, the JSON it was parsed from: each level takes an opening and a closing bracket, so a text
+ * shorter than twice the limit cannot nest past it and is not walked.
+ */
+export function deeperThan(value: unknown, limit: number, text?: string): boolean {
+  if (text !== undefined && text.length < 2 * (limit + 1)) return false;
   const stack: [unknown, number][] = [[value, 0]];
   while (stack.length > 0) {
     const [node, depth] = stack.pop()!;

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedModel } from '../models/catalog.js';
+import { deeperThan } from './answers.js';
 import { outgoingBody, withUsageAsked } from './forward.js';
 
 const resolvedAs = (model: string) => ({ upstreamModel: model, defaults: undefined }) as unknown as ResolvedModel;
@@ -30,5 +31,17 @@ describe('asking a stream for its usage', () => {
     const other = '{"model":"alias","stream":true}';
     expect(JSON.parse(outgoingBody(other, JSON.parse(other), resolvedAs('real'), true))).toEqual({ model: 'real', stream: true, stream_options: { include_usage: true } });
     for (const text of ['{}', '{ \n}', '[1]', '"x"', '{"a":1} x']) expect(withUsageAsked(text)).toBeNull();
+  });
+});
+
+describe('the depth check of a body svc re-serialises', () => {
+  it('answers the same with its text as without (a text too short to nest past the limit is not walked)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 8 }).filter((v) => v !== null && typeof v === 'object'), fc.integer({ min: 0, max: 6 }), fc.constantFrom(undefined, 1), (value, limit, space) => {
+        const text = JSON.stringify(value, null, space);
+        expect(deeperThan(value, limit, text)).toBe(deeperThan(value, limit));
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

@@ -184,7 +184,7 @@ export function outgoingBody(raw: string, body: Record<string, unknown>, resolve
     const asked = withUsageAsked(raw);
     if (asked !== null) return asked;
   }
-  if (deeperThan(body, MAX_REWRITE_DEPTH)) {
+  if (deeperThan(body, MAX_REWRITE_DEPTH, raw)) {
     throw invalidBody(`The request body nests deeper than ${MAX_REWRITE_DEPTH} levels, too deep for svc to rewrite for this model id.`);
   }
   const rewritten: Record<string, unknown> = resolved.defaults ? { ...resolved.defaults, ...body, model: resolved.upstreamModel } : { ...body, model: resolved.upstreamModel };

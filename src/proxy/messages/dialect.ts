@@ -28,8 +28,8 @@ export const speaksMessages = (resolved: ResolvedModel) => resolved.provider.api
 export const translatedMessages: Dialect = {
   endpoint: '/messages',
   upstreamPath: () => '/chat/completions',
-  outgoing(_raw, body, resolved) {
-    if (deeperThan(body, MAX_REWRITE_DEPTH)) throw invalidBody(`The request body nests deeper than ${MAX_REWRITE_DEPTH} levels, too deep for svc to translate.`);
+  outgoing(raw, body, resolved) {
+    if (deeperThan(body, MAX_REWRITE_DEPTH, raw)) throw invalidBody(`The request body nests deeper than ${MAX_REWRITE_DEPTH} levels, too deep for svc to translate.`);
     let chat;
     try {
       chat = toChat(body as MessagesRequest, resolved.upstreamModel);
