@@ -28,6 +28,26 @@ describe('McpInstancesService on the in-memory repositories', () => {
   });
 });
 
+describe('opened header values', () => {
+  it('are opened once each, and a value sealed anew is opened anew', async () => {
+    const repos = await inMemoryRepositories();
+    const box = new SecretBox(randomBytes(32));
+    let opens = 0;
+    const counting = Object.assign(Object.create(box) as SecretBox, { open: (...a: Parameters<SecretBox['open']>) => (opens++, box.open(...a)) });
+    const instances = new McpInstancesService(repos, counting, () => Date.parse(at));
+    const made = await instances.create(owner, { name: 'files', url: 'http://127.0.0.1:9/mcp', headers: [{ name: 'X-Key', value: 'first-secret' }] } as never);
+    for (let i = 0; i < 3; i++) expect(await instances.openHeaders(made)).toEqual({ 'X-Key': 'first-secret' });
+    expect(opens).toBe(1);
+    const changed = await instances.update(owner, made.id, { headers: [{ name: 'X-Key', value: 'second-secret' }] } as never);
+    expect(await instances.openHeaders((await instances.find(changed.id))!)).toEqual({ 'X-Key': 'second-secret' });
+    expect(opens).toBe(2);
+    // a value damaged in the store is not one opened before: it is refused, as ever
+    const record = (await instances.find(made.id))!;
+    const damaged = { ...record, headers: [{ name: 'X-Key', value: `${record.headers[0].value.slice(0, -4)}AAAA` }] };
+    await expect(instances.openHeaders(damaged)).rejects.toThrow();
+  });
+});
+
 const admin: UserRecord = { ...owner, id: 'u3', username: 'root', role: 'admin' };
 const filesCommand = { command: 'server-filesystem', args: ['/tmp'], env: [{ name: 'TOKEN', value: 'env-marker-1' }], cwd: '/tmp' };
 

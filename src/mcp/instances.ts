@@ -95,6 +95,25 @@ export class McpInstancesService {
     readonly oauth?: UpstreamOAuth,
   ) {}
 
+  /**
+   * Values opened, by what they were sealed as: every call to an instance with headers (and every
+   * answer of a command instance, scrubbed of its env values) opened each one again, an AES-GCM
+   * open a value a call. A value sealed anew (changed, or a new key) is a new entry; the old one
+   * goes with the rest once there are many.
+   */
+  private readonly opened = new Map<string, string>();
+
+  private open(kind: string, sealId: string, sealed: string): string {
+    const key = `${kind}\0${sealId}\0${sealed}`;
+    let value = this.opened.get(key);
+    if (value === undefined) {
+      value = this.box.open(kind, sealId, sealed);
+      if (this.opened.size >= 10_000) this.opened.clear();
+      this.opened.set(key, value);
+    }
+    return value;
+  }
+
   private seal(instanceId: string, headers: z.infer<typeof instanceHeaders>) {
     return headers.map((h) => ({ name: h.name, value: this.box.seal(HEADER_KIND, mcpHeaderSealId(instanceId, h.name), h.value) }));
   }
@@ -109,7 +128,7 @@ export class McpInstancesService {
    * end; mcp_sign_in_required when there is none).
    */
   async openHeaders(instance: McpInstanceRecord): Promise<Record<string, string>> {
-    const headers = Object.fromEntries(instance.headers.map((h) => [h.name, this.box.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
+    const headers = Object.fromEntries(instance.headers.map((h) => [h.name, this.open(HEADER_KIND, mcpHeaderSealId(instance.id, h.name), h.value)]));
     const authorization = await this.oauth?.authorization(instance);
     if (!authorization) return headers;
     // the sign-in's token replaces any Authorization header of the owner's
@@ -120,7 +139,7 @@ export class McpInstancesService {
   /** A command instance's env values in the clear, for the moment its process is started; none for an HTTP instance. */
   openEnv(instance: McpInstanceRecord): Record<string, string> {
     const env = instance.command?.env ?? [];
-    return Object.fromEntries(env.map((e) => [e.name, this.box.open(ENV_KIND, mcpEnvSealId(instance.id, e.name), e.value)]));
+    return Object.fromEntries(env.map((e) => [e.name, this.open(ENV_KIND, mcpEnvSealId(instance.id, e.name), e.value)]));
   }
 
   /** What a command instance's process is started with, env open; undefined for an HTTP instance. */
