@@ -10,20 +10,13 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { startTestDaemon, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
+import { HOSTILE, running } from './helpers/command.js';
 import { eventually } from './helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
-const hostile = (name: string) => path.join(import.meta.dirname, 'helpers', 'hostile-stdio', `${name}.mjs`);
+const hostile = (name: string) => path.join(HOSTILE, `${name}.mjs`);
 const textOf = (result: unknown) => (result as { content: { text: string }[] }).content[0].text;
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** A daemon of its own, with helpers bound to it. */
 async function daemonWith(opts: Parameters<typeof startTestDaemon>[0] = {}) {
@@ -91,9 +84,9 @@ describe('a grant that no longer covers an instance', () => {
     await s.d.deps.repos.accessRequests.update(grantId, (r) => {
       r.approved = { version: '1', mcp_servers: [{ url: 'stdio://kept', instance_ids: [kept] }] };
     });
-    await eventually(() => !alive(droppedPid) && !alive(droppedStateless), "the narrowed grant's processes of the dropped instance to end");
-    expect(alive(keptPid)).toBe(true);
-    expect(alive(otherPid)).toBe(true);
+    await eventually(() => !running(droppedPid) && !running(droppedStateless), "the narrowed grant's processes of the dropped instance to end");
+    expect(running(keptPid)).toBe(true);
+    expect(running(otherPid)).toBe(true);
     expect(textOf(await onKept.client.callTool({ name: 'pid', arguments: {} }))).toBe(String(keptPid));
     await onKept.transport.terminateSession();
   });
@@ -109,7 +102,7 @@ describe('a grant that no longer covers an instance', () => {
     const statelessPid = await s.statelessPid(instance, key);
     const revoked = await runSvcInProcess(['keys', 'revoke', id], { env });
     expect(revoked.exitCode, revoked.stderr).toBe(0);
-    await eventually(() => !alive(sessionPid) && !alive(statelessPid), "the revoked key's processes to end");
+    await eventually(() => !running(sessionPid) && !running(statelessPid), "the revoked key's processes to end");
     await eventually(async () => (await s.processes(instance)).live === 0, 'no live process of the instance');
   });
 });

@@ -13,6 +13,7 @@ import { startTestDaemon, tempDir, type TestDaemon } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { cleanEnv, runSvcInProcess } from './helpers/cli.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
+import { HOSTILE, running } from './helpers/command.js';
 import { eventually } from './helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -20,7 +21,7 @@ vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 const require = createRequire(import.meta.url);
 const FILESYSTEM = require.resolve('@modelcontextprotocol/server-filesystem/dist/index.js');
 const MEMORY = require.resolve('@modelcontextprotocol/server-memory/dist/index.js');
-const hostile = (name: string) => path.join(import.meta.dirname, 'helpers', 'hostile-stdio', `${name}.mjs`);
+const hostile = (name: string) => path.join(HOSTILE, `${name}.mjs`);
 const node = (script: string, ...args: string[]) => ({ command: process.execPath, args: [script, ...args] });
 
 let d: TestDaemon;
@@ -63,14 +64,6 @@ async function connect(instance: string, key: string) {
 
 const live = async (instance: string): Promise<number> => (await admin.get(`/svc/v1/mcps/${instance}`)).body.instance.processes?.live ?? -1;
 const textOf = (result: unknown) => (result as { content: { text: string }[] }).content[0].text;
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 beforeAll(async () => {
   d = await startTestDaemon({ config: { rateLimitClient: 0, rateLimitAddress: 0, stdioMaxProcesses: 3 } });
@@ -123,8 +116,8 @@ describe('command servers through the proxy', () => {
     const pidB = Number(textOf(await b.client.callTool({ name: 'pid', arguments: {} })));
     expect(pidA).not.toBe(pidB);
     await a.transport.terminateSession();
-    await eventually(() => !alive(pidA), 'the closed session\'s process to end');
-    expect(alive(pidB)).toBe(true);
+    await eventually(() => !running(pidA), 'the closed session\'s process to end');
+    expect(running(pidB)).toBe(true);
     await b.transport.terminateSession();
     await eventually(async () => (await live(counter)) === 0, 'no process of the counter');
   });
@@ -138,7 +131,7 @@ describe('command servers through the proxy', () => {
     const made = keys.body.data.find((k: { name: string }) => k.name === 'to revoke');
     const revoked = await admin.post(`/svc/v1/keys/${made.id}/revoke`, {});
     expect(revoked.status, revoked.text).toBeLessThan(300);
-    await eventually(() => !alive(pid), 'the revoked grant\'s process to end');
+    await eventually(() => !running(pid), 'the revoked grant\'s process to end');
   });
 
   it('disabling the instance ends its processes', async () => {
@@ -146,7 +139,7 @@ describe('command servers through the proxy', () => {
     const { client } = await connect(counter, (await keyFor(counter, 'stdio://disabled', 'disable app')).key);
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
     expect((await admin.patch(`/svc/v1/mcps/${counter}`, { enabled: false })).status).toBe(200);
-    await eventually(() => !alive(pid), 'the disabled instance\'s process to end');
+    await eventually(() => !running(pid), 'the disabled instance\'s process to end');
   });
 
   it('adding a command that does not run is refused, naming it, and nothing is stored', async () => {
@@ -245,8 +238,8 @@ describe('a stop of svc', () => {
     const client = new Client({ name: 'test-app', version: '1.0.0' });
     await client.connect(transport);
     const pid = Number(textOf(await client.callTool({ name: 'pid', arguments: {} })));
-    expect(alive(pid)).toBe(true);
+    expect(running(pid)).toBe(true);
     await own.stop();
-    expect(alive(pid)).toBe(false);
+    expect(running(pid)).toBe(false);
   });
 });

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from './helpers/consent.js';
 import { startTestDaemon, type TestDaemon, tempDir, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
-import { type OAuthUpstream, startOAuthMcpUpstream } from './helpers/oauth-mcp-upstream.js';
+import { type OAuthUpstream, signInOnUpstreamPage, startOAuthMcpUpstream } from './helpers/oauth-mcp-upstream.js';
 import { eventually } from './helpers/wait.js';
 
 describe('the refresh token of a hosted MCP server\'s sign-in', { timeout: 60_000 }, () => {
@@ -55,10 +55,7 @@ describe('the refresh token of a hosted MCP server\'s sign-in', { timeout: 60_00
     try {
       const page = await context.newPage();
       await page.goto(started.body.authorization_url);
-      await page.locator('input[name=login]').fill('person@example.org');
-      await page.locator('input[name=password]').fill('anything');
-      await page.locator('button[type=submit]').click();
-      await page.locator('button[type=submit]', { hasText: 'Continue' }).click();
+      await signInOnUpstreamPage(page);
       await page.locator('#state').waitFor({ timeout: 15_000 });
     } finally {
       await context.close();

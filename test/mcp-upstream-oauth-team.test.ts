@@ -10,7 +10,7 @@ import { launchChromium } from './helpers/consent.js';
 import { type TestDaemon, testClock } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
-import { startOAuthMcpUpstream } from './helpers/oauth-mcp-upstream.js';
+import { signInOnUpstreamPage, startOAuthMcpUpstream } from './helpers/oauth-mcp-upstream.js';
 import { useTeamServer } from './helpers/team.js';
 
 describe('a team server signed in to a hosted MCP server', { timeout: 90_000 }, () => {
@@ -41,10 +41,7 @@ describe('a team server signed in to a hosted MCP server', { timeout: 90_000 }, 
     try {
       const page = await context.newPage();
       await page.goto(url.href);
-      await page.locator('input[name=login]').fill('person@example.org');
-      await page.locator('input[name=password]').fill('anything');
-      await page.locator('button[type=submit]').click();
-      await page.locator('button[type=submit]', { hasText: 'Continue' }).click();
+      await signInOnUpstreamPage(page);
       await page.locator('#state').waitFor({ timeout: 15_000 });
       expect(await page.locator('h1').innerText()).toContain('Signed in to hosted');
     } finally {
@@ -97,10 +94,7 @@ describe('a team server signed in to a hosted MCP server', { timeout: 90_000 }, 
     try {
       const page = await context.newPage();
       await page.goto(started.body.authorization_url);
-      await page.locator('input[name=login]').fill('person@example.org');
-      await page.locator('input[name=password]').fill('anything');
-      await page.locator('button[type=submit]').click();
-      await page.locator('button[type=submit]', { hasText: 'Continue' }).click();
+      await signInOnUpstreamPage(page);
       await page.locator('#state').waitFor({ timeout: 15_000 });
       expect(await page.locator('h1').innerText()).toContain('Signed in to cli-hosted');
     } finally {

@@ -17,7 +17,7 @@ import { startTestDaemon, type TestDaemon, tempDir, testClock } from './helpers/
 import { Api } from './helpers/http.js';
 import { eventually } from './helpers/wait.js';
 import { authorize, oidcConfig, registerClient } from './helpers/oauth.js';
-import { type OAuthUpstream, PRE_CLIENT_ID, PRE_CLIENT_SECRET, type RegistrationKind, startCatcher, startOAuthMcpUpstream } from './helpers/oauth-mcp-upstream.js';
+import { type OAuthUpstream, PRE_CLIENT_ID, PRE_CLIENT_SECRET, type RegistrationKind, startCatcher, signInOnUpstreamPage, startOAuthMcpUpstream } from './helpers/oauth-mcp-upstream.js';
 
 const CALLBACK = '/ui/mcp-oauth/callback';
 
@@ -65,10 +65,7 @@ describe('hosted MCP servers that sign in with OAuth', { timeout: 60_000 }, () =
     let callback: string | undefined;
     try {
       await page.goto(url);
-      await page.locator('input[name=login]').fill('person@example.org');
-      await page.locator('input[name=password]').fill('anything');
-      await page.locator('button[type=submit]').click();
-      await page.locator('button[type=submit]', { hasText: 'Continue' }).click();
+      await signInOnUpstreamPage(page);
       if (held) callback = await eventually(() => held.callbacks[before], 'the upstream sends the browser back');
       else await page.locator('#state').waitFor({ timeout: 15_000 });
       const text = stopAtCallback ? '' : await page.locator('body').innerText();

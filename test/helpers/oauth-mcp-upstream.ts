@@ -13,6 +13,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { Page } from 'playwright-core';
 import { createLocalJWKSet, exportJWK, generateKeyPair, type JWK, jwtVerify } from 'jose';
 import Provider, { errors as oidcErrors } from 'oidc-provider';
 import { z } from 'zod';
@@ -367,6 +368,14 @@ export async function startOAuthMcpUpstream(opts: OAuthUpstreamOptions): Promise
 }
 
 /** A server that only records what reaches it: where a redirect would take svc's requests. */
+/** Signs in and consents on the test upstream's own pages, as a person would (any login and password do). */
+export async function signInOnUpstreamPage(page: Page): Promise<void> {
+  await page.locator('input[name=login]').fill('person@example.org');
+  await page.locator('input[name=password]').fill('anything');
+  await page.locator('button[type=submit]').click();
+  await page.locator('button[type=submit]', { hasText: 'Continue' }).click();
+}
+
 export async function startCatcher() {
   const seen: http.IncomingHttpHeaders[] = [];
   const server = http.createServer((req, res) => {
