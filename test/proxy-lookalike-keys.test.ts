@@ -69,6 +69,37 @@ describe('/v1 bodies with keys that fold onto the ones svc reads', () => {
     expect(ok.choices[0].message.content).toBeTruthy();
   });
 
+  it('refuses a body that gives a key twice (top level, or in stream_options; also spelled with escapes), and passes repeats deeper in', async () => {
+    const g = await limitedKey({ tokens_per_day: 1500 });
+    const send = (raw: string) =>
+      fetch(`${d.url}/v1/chat/completions`, { method: 'POST', headers: { Authorization: `Bearer ${g.key}`, 'Content-Type': 'application/json' }, body: raw, signal: AbortSignal.timeout(8000) });
+    const msgs = '"messages":[{"role":"user","content":"hi"}]';
+    const bodies: [string, string][] = [
+      ['max_tokens', `{"model":"fake-model",${msgs},"max_tokens":1000000,"max_tokens":5}`],
+      ['model', `{"model":"other","model":"fake-model",${msgs}}`],
+      ['model', `{"model":"other", ${msgs}, "m\u006fdel" : "fake-model"}`],
+      ['stream', `{"model":"fake-model",${msgs},"stream":true,"stream":false}`],
+      ['include_usage', `{"model":"fake-model",${msgs},"stream":true,"stream_options":{"include_usage":false,"include_usage":true}}`],
+    ];
+    const before = upstream.seen.length;
+    for (const [key, raw] of bodies) {
+      const res = await send(raw);
+      expect(res.status, raw).toBe(400);
+      const error = (await res.json()).error;
+      expect(error.code, raw).toBe('invalid_body');
+      expect(error.message, raw).toContain(`${JSON.stringify(key)} twice`);
+    }
+    expect(upstream.seen.length).toBe(before);
+    // the same key in two messages, or a string that reads like a repeat, is no repeat of svc's keys
+    const deeper = JSON.stringify({
+      model: 'fake-model',
+      messages: [{ role: 'user', content: '\\"model":1,"max_tokens":2' }, { role: 'user', content: 'again', name: 'a' }],
+      max_tokens: 5,
+    });
+    expect(JSON.parse(deeper).max_tokens).toBe(5);
+    expect((await send(deeper)).status).toBe(200);
+  });
+
   it('counts an estimate for a whole answer that reports no usage, against the tokens a day', async () => {
     const g = await limitedKey({ tokens_per_day: 100 });
     const chat = () => g.post({ model: 'no-usage', messages: [{ role: 'user', content: 'hi' }] });

@@ -4,6 +4,7 @@ import type { Middleware } from 'koa';
 import type { AppContext, AppDeps, AppState, ErrorShape } from '../http/context.js';
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { LookalikeKeys } from '../http/lookalike-keys.js';
+import { repeatedKey } from '../http/repeated-keys.js';
 import { parseOrThrow } from '../http/validate.js';
 import type { ModelCatalog } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
@@ -181,11 +182,20 @@ function forwardedRoutes(forward: Forward): AnyRouteDef[] {
 const BODY_KEYS = new LookalikeKeys(['model', 'messages', 'prompt', 'input', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'max_output_tokens', 'n', 'encoding_format']);
 const STREAM_OPTION_KEYS = new LookalikeKeys(['include_usage']);
 
-/** Refuses a body with a key that a lenient upstream would read as one svc reads, though it is not that key. */
-function refuseLookalikeKeys(body: Record<string, unknown>): void {
+/**
+ * Refuses a body an upstream could read otherwise than svc did: a key that a lenient upstream
+ * would read as one svc reads, though it is not that key, or a key given twice (JSON.parse keeps
+ * the last, some parsers the first). The body goes upstream as its text, so either would let the
+ * upstream act on a model, stream or token cap svc never checked.
+ */
+function refuseAmbiguousKeys(body: Record<string, unknown>, raw: string): void {
   const found = BODY_KEYS.find(body) ?? STREAM_OPTION_KEYS.find(body.stream_options);
   if (found) {
     throw invalidBody(`The request body has the key ${JSON.stringify(found.key.slice(0, 40))}, which some servers read as "${found.as}"; write it "${found.as}" (keys are exact).`, found.key.slice(0, 40));
+  }
+  const twice = repeatedKey(raw, 'stream_options');
+  if (twice !== undefined) {
+    throw invalidBody(`The request body has the key ${JSON.stringify(twice.slice(0, 40))} twice; servers differ on which one they read, so give it once.`, twice.slice(0, 40));
   }
 }
 
@@ -218,7 +228,7 @@ function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forw
     async handler(ctx) {
       const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
       const body = parseOrThrow(def.body, json, 'body');
-      refuseLookalikeKeys(body);
+      refuseAmbiguousKeys(body, raw);
       // embeddings never stream; the others do when the body asks
       await forward(ctx, dialect, raw, body, def.endpoint !== '/embeddings' && (body as { stream?: unknown }).stream === true);
     },
@@ -233,7 +243,7 @@ const tokenCount = z.object({ input_tokens: z.number().int() }).meta({ id: 'Mess
 async function readMessagesBody<S extends z.ZodType<Record<string, unknown>>>(ctx: AppContext, schema: S): Promise<{ raw: string; body: z.infer<S> }> {
   const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
   const body = parseOrThrow(schema, json, 'body');
-  refuseLookalikeKeys(body);
+  refuseAmbiguousKeys(body, raw);
   return { raw, body };
 }
 
