@@ -24,7 +24,12 @@ const whole = (message: Record<string, unknown>, finish: string, usage = { promp
   usage,
 });
 
+/** What the 'gated' stream waits for after its first chunk: the test opens it once that chunk's event is in. */
+let openGate!: () => void;
+const gate = new Promise<void>((resolve) => (openGate = resolve));
+
 const SCRIPTS: Record<string, ChatScript> = {
+  'gated': { chunks: [chatChunk({ role: 'assistant', content: 'first' }), () => gate, chatChunk({ content: ' second' }), chatChunk({}, 'stop')], usage: { prompt_tokens: 3, completion_tokens: 2 } },
   'tools-whole': {
     answer: whole(
       {
@@ -227,6 +232,26 @@ describe('/v1/messages with the Anthropic SDK', () => {
       expect(kinds.filter((t) => t === 'content_block_delta')).toHaveLength(200);
       expect(kinds.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);
       expect(text).toBe(Array.from({ length: 200 }, (_, i) => `w${i} `).join(''));
+    });
+
+    it('the first text event is out before the upstream sends its second chunk (nothing waits for more)', async () => {
+      const stream = await client.messages.create({ model: 'gated', max_tokens: 5, stream: true, messages: [{ role: 'user', content: 'x' }] });
+      const before: string[] = [];
+      let text = '';
+      let opened = false;
+      for await (const e of stream) {
+        if (!opened) before.push(e.type);
+        if (e.type === 'content_block_delta' && e.delta.type === 'text_delta') {
+          text += e.delta.text;
+          if (!opened) {
+            // the upstream holds its second chunk until here; a relay that buffered would never get this far
+            opened = true;
+            openGate();
+          }
+        }
+      }
+      expect(before.filter((t) => t !== 'ping')).toEqual(['message_start', 'content_block_start', 'content_block_delta']);
+      expect(text).toBe('first second');
     });
 
     it('each stop_reason: end_turn, max_tokens, stop_sequence, tool_use', async () => {

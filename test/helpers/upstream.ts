@@ -20,12 +20,13 @@ function lastInputText(input: any): string {
 /**
  * A chat completion answer scripted for one model name: the whole answer (`answer`, as JSON, or a
  * string sent as it stands), or the chunks of its stream (`chunks`: each an object sent as a data
- * line, a string sent raw, or `'stall'`, after which nothing more is sent). A stream's chunks are
+ * line, a string sent raw, `'stall'`, after which nothing more is sent, or a function whose promise
+ * the stream waits for before its next chunk). A stream's chunks are
  * written one by one as they are; `usage` adds OpenAI's usage chunk when the request asks for it.
  */
 export interface ChatScript {
   answer?: unknown;
-  chunks?: (Record<string, unknown> | string)[];
+  chunks?: (Record<string, unknown> | string | (() => Promise<unknown>))[];
   usage?: { prompt_tokens: number; completion_tokens: number };
 }
 
@@ -254,6 +255,10 @@ async function playScript(script: ChatScript, body: any, res: http.ServerRespons
   });
   for (const chunk of script.chunks) {
     if (chunk === 'stall') return;
+    if (typeof chunk === 'function') {
+      await chunk();
+      continue;
+    }
     if (res.destroyed) return;
     res.write(typeof chunk === 'string' ? chunk : `data: ${JSON.stringify(chunk)}\n\n`);
     // each chunk its own write, as a real server's tokens come
