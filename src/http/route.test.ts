@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { AppError } from '../errors.js';
 import type { Middleware } from 'koa';
 import type { AppState } from './context.js';
 import { type AnyRouteDef, exactRouteDispatch } from './route.js';
@@ -55,5 +57,33 @@ describe('exact route dispatch', () => {
     await expect(exactRouteDispatch([route('/b', () => { throw boom; })], {})(ctxFor('POST', '/b'), async () => undefined)).rejects.toBe(boom);
     const sync: Middleware<AppState> = () => { throw boom; };
     await expect(exactRouteDispatch([route('/c', () => 'x', [sync])], {})(ctxFor('POST', '/c'), async () => undefined)).rejects.toBe(boom);
+  });
+
+  it("parses a path parameter by the route's schema, keeps the parse of a value it accepted, refuses a bad one every time, and forgets past its bound", async () => {
+    let parses = 0;
+    const params = z.object({ id: z.string().max(8).transform((id) => (parses++, id)) });
+    const dispatch = exactRouteDispatch([{ ...route('/mcps/{id}/mcp', (_ctx, input) => input.params), params }], {});
+    const call = async (path: string) => {
+      const ctx = ctxFor('POST', path);
+      try {
+        await dispatch(ctx, async () => undefined);
+        return ctx.body;
+      } catch (err) {
+        return err instanceof AppError ? `${err.status} ${err.code}` : err;
+      }
+    };
+    expect(await call('/mcps/a/mcp')).toEqual({ id: 'a' });
+    expect(await call('/mcps/a/mcp')).toEqual({ id: 'a' });
+    expect(parses).toBe(1);
+    // what it hands on is the same for every call, and no handler can change it for the next
+    expect(Object.isFrozen(await call('/mcps/a/mcp'))).toBe(true);
+    expect(await call('/mcps/b/mcp')).toEqual({ id: 'b' });
+    expect(parses).toBe(2);
+    for (let i = 0; i < 2; i++) expect(await call('/mcps/toolongid9/mcp')).toBe('400 invalid_body');
+    // 256 values kept at most: past them all are forgotten, and each is parsed again
+    for (let i = 0; i < 300; i++) await call(`/mcps/v${i}/mcp`);
+    const before = parses;
+    expect(await call('/mcps/a/mcp')).toEqual({ id: 'a' });
+    expect(parses).toBe(before + 1);
   });
 });

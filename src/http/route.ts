@@ -87,9 +87,10 @@ function routeChain(route: AnyRouteDef, authenticate: Partial<Record<AuthMode, M
     if (!guard) throw new Error(`no role guard for ${route.auth} (${route.operationId})`);
     stack.push(guard(route.appRole ?? 'scope_user_user'));
   }
+  const parseParams = route.params ? paramsParser(route.params) : undefined;
   const handle: Middleware<AppState> = async function validateAndHandle(ctx) {
     const input = {
-      params: route.params ? parseOrThrow(route.params, ctx.params, 'path') : undefined,
+      params: parseParams ? parseParams(ctx.params) : undefined,
       query: route.query ? parseOrThrow(route.query, ctx.query, 'query') : undefined,
       body: route.body && !route.rawBody ? parseOrThrow(route.body, (ctx.request as { body?: unknown }).body, 'body') : undefined,
     };
@@ -97,6 +98,34 @@ function routeChain(route: AnyRouteDef, authenticate: Partial<Record<AuthMode, M
     if (result !== undefined) ctx.body = result;
   };
   return [...stack, handle];
+}
+
+/** How many parameter values a route keeps the parse of; past it they are forgotten all at once. */
+const PARAMS_REMEMBERED = 256;
+/** A value longer than this is parsed every time, never kept, so what a route keeps stays small. */
+const PARAM_REMEMBERED_CHARS = 200;
+
+/**
+ * A route's path parameters parsed by its schema, the parse of a path with one parameter kept
+ * for the next request with the same value. The MCP proxy's calls all name the same few
+ * instances, and the parse is the call's only one by zod: done cold on every call it cost more
+ * than the rest of the check (docs/performance.md). Only a value the schema accepted is kept, its
+ * output is frozen (no handler changes it for the next), and the map is bounded in count and size.
+ */
+function paramsParser(schema: z.ZodType): (value: unknown) => unknown {
+  const seen = new Map<string, unknown>();
+  return function parseParams(value) {
+    const names = value && typeof value === 'object' ? Object.keys(value) : [];
+    const only = names.length === 1 ? (value as Record<string, unknown>)[names[0]] : undefined;
+    if (typeof only !== 'string' || only.length > PARAM_REMEMBERED_CHARS) return parseOrThrow(schema, value, 'path');
+    const key = `${names[0]}=${only}`;
+    const known = seen.get(key);
+    if (known !== undefined) return known;
+    const parsed = parseOrThrow(schema, value, 'path');
+    if (seen.size >= PARAMS_REMEMBERED) seen.clear();
+    seen.set(key, Object.freeze(parsed));
+    return parsed;
+  };
 }
 
 /**
