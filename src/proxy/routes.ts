@@ -5,7 +5,7 @@ import type { AppContext, AppDeps, AppState, ErrorShape } from '../http/context.
 import { type AnyRouteDef, defineRoute } from '../http/route.js';
 import { LookalikeKeys } from '../http/lookalike-keys.js';
 import { repeatedKey } from '../http/repeated-keys.js';
-import { parseOrThrow } from '../http/validate.js';
+import { compiledSchema, parseOrThrow } from '../http/validate.js';
 import type { ModelCatalog } from '../models/catalog.js';
 import type { ProvidersService } from '../providers/service.js';
 import { readJson } from '../upstream/body.js';
@@ -212,6 +212,7 @@ interface ForwardedEndpoint<B> {
 /** A POST that goes to the provider as it came (after the model checks), streamed when the body asks. */
 function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forward, def: ForwardedEndpoint<B>) {
   const dialect = openAiDialect(def.endpoint);
+  const bodySchema = compiledSchema(def.body);
   return defineRoute({
     method: 'post',
     path: `/v1${def.endpoint}`,
@@ -227,7 +228,7 @@ function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forw
     errors: [400, 401, 403, 404, 413, 502, 504],
     async handler(ctx) {
       const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
-      const body = parseOrThrow(def.body, json, 'body');
+      const body = parseOrThrow(bodySchema, json, 'body');
       refuseAmbiguousKeys(body, raw);
       // embeddings never stream; the others do when the body asks
       await forward(ctx, dialect, raw, body, def.endpoint !== '/embeddings' && (body as { stream?: unknown }).stream === true);
@@ -254,6 +255,8 @@ async function readMessagesBody<S extends z.ZodType<Record<string, unknown>>>(ct
  * accepted and ignored.
  */
 function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] {
+  const messagesBody = compiledSchema(messagesRequest);
+  const countTokensBody = compiledSchema(countTokensRequest);
   return [
     defineRoute({
       method: 'post',
@@ -268,7 +271,7 @@ function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] 
       responses: { 200: { description: 'Anthropic Message, or its event stream', schema: anthropicMessage } },
       errors: [400, 401, 403, 404, 413, 429, 502, 504],
       async handler(ctx) {
-        const { raw, body } = await readMessagesBody(ctx, messagesRequest);
+        const { raw, body } = await readMessagesBody(ctx, messagesBody);
         await forward(ctx, (resolved) => (speaksMessages(resolved) ? passedMessages : translatedMessages), raw, body, body.stream === true);
       },
     }),
@@ -286,7 +289,7 @@ function messagesRoutes(forward: Forward, catalog: ModelCatalog): AnyRouteDef[] 
       responses: { 200: { description: 'The count', schema: tokenCount } },
       errors: [400, 401, 403, 404, 413, 429, 502, 504],
       async handler(ctx) {
-        const { raw, body } = await readMessagesBody(ctx, countTokensRequest);
+        const { raw, body } = await readMessagesBody(ctx, countTokensBody);
         if (ctx.state.activity) ctx.state.activity.model = body.model;
         const resolved = await resolveModel(catalog, body);
         if (speaksMessages(resolved)) return forward(ctx, passedCountTokens, raw, body, false);

@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { messagesRequest } from './schemas.js';
+import { expectSameParse, mutated } from '../../../test/helpers/schema-properties.js';
+import { compiledSchema } from '../../http/validate.js';
+import { countTokensRequest, messagesRequest } from './schemas.js';
 import { toChat } from './to-chat.js';
 
 /** What an OpenAI chat completion request may hold, strictly: a translation producing anything else is a bug. */
@@ -97,6 +99,20 @@ describe('Messages request to chat request, fuzzed', () => {
         expect(chat.messages.filter((m) => m.role === 'system').length).toBeLessThanOrEqual(1);
       }),
       { numRuns: 400 },
+    );
+  });
+});
+
+describe('the Messages schemas, compiled as the daemon runs them', () => {
+  it('answer every request as the schemas do: valid ones, ones with a place in them changed to any JSON, and any JSON', () => {
+    const messages = compiledSchema(messagesRequest);
+    const counting = compiledSchema(countTokensRequest);
+    fc.assert(
+      fc.property(fc.oneof(request, mutated(request), fc.jsonValue({ maxDepth: 3 })), (body) => {
+        expectSameParse(messagesRequest, messages, body);
+        expectSameParse(countTokensRequest, counting, body);
+      }),
+      { numRuns: 600 },
     );
   });
 });
