@@ -43,7 +43,7 @@ const MODERN = '2026-07-28';
 const meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }, 'io.modelcontextprotocol/clientCapabilities': {} };
 
 /** One raw request of the stateless era: no initialize, no session, the method and name in headers. */
-async function modern(instance: string, key: string, id: number, method: string, params: Record<string, unknown> = {}, name?: string) {
+async function modern(instance: string, key: string, id: number, method: string, params: Record<string, unknown> = {}, name?: string, status = 200) {
   const res = await fetch(proxyUrl(instance), {
     method: 'POST',
     headers: {
@@ -56,7 +56,7 @@ async function modern(instance: string, key: string, id: number, method: string,
     },
     body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }),
   });
-  expect(res.status).toBe(200);
+  expect(res.status).toBe(status);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);
   return res.json();
 }
@@ -88,11 +88,28 @@ describe('the stateless 2026-07-28 era on a command server', () => {
     expect(called).toEqual({ jsonrpc: '2.0', id: 3, result: { resultType: 'complete', content: [{ type: 'text', text: '1' }] } });
     // a result of another method is of the era too; an error stays an error
     expect((await modern(instance, key, 4, 'ping')).result).toEqual({ resultType: 'complete' });
-    const unknown = await modern(instance, key, 5, 'prompts/list');
+    // a method the child does not implement: 404 with -32601, as that era's servers answer it
+    const unknown = await modern(instance, key, 5, 'prompts/list', {}, undefined, 404);
     expect(unknown.error).toMatchObject({ code: -32601 });
     expect(unknown.result).toBeUndefined();
     // the discover was svc's: the child was initialized once and answered the rest
     expect((await admin.get(`/svc/v1/mcps/${instance}`)).body.instance.processes.live).toBe(1);
+  });
+
+  it('a GET or DELETE of that era is 405 (it has no stream and no sessions); one of the 2025 era without a session is told to begin one', async () => {
+    const instance = await addInstance('talkative-verbs', 'talkative');
+    const key = await keyFor(instance, 'stdio://talkative-verbs', 'verbs app');
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(proxyUrl(instance), { method, headers: { Authorization: `Bearer ${key}`, Accept: 'application/json, text/event-stream', 'Mcp-Protocol-Version': MODERN } });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+      expect((await res.json()).error).toMatchObject({ code: -32000 });
+    }
+    const old = await fetch(proxyUrl(instance), { headers: { Authorization: `Bearer ${key}`, Accept: 'text/event-stream', 'Mcp-Protocol-Version': '2025-11-25' } });
+    expect(old.status).toBe(400);
+    expect((await old.json()).error.message).toMatch(/start one with initialize/);
+    // no process was started for any of them
+    expect((await admin.get(`/svc/v1/mcps/${instance}`)).body.instance.processes.live).toBe(0);
   });
 
   it('the allow-list still filters the translated tools/list', async () => {

@@ -27,9 +27,14 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export function isModernRequest(req: TransportRequest, message: JSONRPCMessage): boolean {
   const header = req.headers['mcp-protocol-version'];
   const params = 'params' in message && isObject(message.params) ? message.params : undefined;
-  const version = header ?? (isObject(params?._meta) ? params._meta[VERSION_META] : undefined);
-  return typeof version === 'string' && DATED.test(version) && version >= MODERN_VERSION;
+  return isModernVersion(header ?? (isObject(params?._meta) ? params._meta[VERSION_META] : undefined));
 }
+
+/** Whether a protocol version names the 2026-07-28 era or a later one. */
+export const isModernVersion = (version: unknown): boolean => typeof version === 'string' && DATED.test(version) && version >= MODERN_VERSION;
+
+/** Whether an answer is JSON-RPC's "method not found" (-32601). */
+export const isMethodNotFound = (answer: JSONRPCMessage): boolean => 'error' in answer && isObject(answer.error) && answer.error.code === -32601;
 
 /**
  * The child's capabilities as that era's client may use them through svc: `tasks` is not of the

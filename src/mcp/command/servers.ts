@@ -13,7 +13,7 @@ import { VERSION } from '../../version.js';
 import type { McpTransport, TransportRequest } from '../transport/types.js';
 import { mcpError } from '../upstream-client.js';
 import { ChildBridge } from './bridge.js';
-import { discoverResult, isModernRequest, modernAnswer } from './modern.js';
+import { discoverResult, isMethodNotFound, isModernRequest, isModernVersion, MODERN_VERSION, modernAnswer } from './modern.js';
 import type { CommandChild, CommandSupervisor } from './supervisor.js';
 
 /** What the registry needs of the instances' service: what to run, and what to scrub. */
@@ -97,6 +97,11 @@ export class CommandServers {
       return answerOf(await session.transport.handleRequest(requestOf(req)), req);
     }
     if (req.method === 'POST' && isInitialize(req.text)) return this.newSession(instance, grantId, req);
+    // The 2026-07-28 era has no GET stream and no sessions to DELETE: such a request of that era
+    // is a 405, as the era's servers answer it; without a session, one of the 2025 era is told to begin one.
+    if (req.method !== 'POST' && isModernVersion(req.headers['mcp-protocol-version'])) {
+      return jsonAnswer(405, { jsonrpc: '2.0', id: null, error: { code: -32000, message: `Method not allowed: the ${MODERN_VERSION} era takes POST only.` } }, { allow: 'POST' });
+    }
     if (req.method !== 'POST') return jsonAnswer(400, { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Bad Request: no MCP session; start one with initialize.' } });
     return this.statelessCall(instance, grantId, req);
   }
@@ -137,13 +142,23 @@ export class CommandServers {
   private async statelessCall(instance: McpInstanceRecord, grantId: string, req: TransportRequest): Promise<UpstreamResponse> {
     const bridge = await this.grantBridge(instance, grantId, req.timeoutMs);
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
+    // that era answers a method the server does not implement with 404 (and the -32601 in the
+    // body tells it from a server that has no such endpoint): a 2025-era child answers it with the
+    // error alone, and its request's HTTP status is set here
+    let methodNotFound = false;
     transport.onmessage = (m) => {
       if (!('method' in m) || !('id' in m) || !isModernRequest(req, m)) return bridge.toChild(m, transport);
       if (m.method === 'server/discover') return void transport.send({ jsonrpc: '2.0', id: m.id, result: discoverResult(bridge.initialized) } as JSONRPCMessage).catch(() => undefined);
-      bridge.toChild(m, { send: (answer) => transport.send(modernAnswer(m.method, answer)) });
+      bridge.toChild(m, {
+        send: (answer) => {
+          if (isMethodNotFound(answer)) methodNotFound = true;
+          return transport.send(modernAnswer(m.method, answer));
+        },
+      });
     };
     await transport.start();
-    return answerOf(await transport.handleRequest(requestOf(req)), req);
+    const answer = await answerOf(await transport.handleRequest(requestOf(req)), req);
+    return methodNotFound && answer.statusCode === 200 ? { ...answer, statusCode: 404 } : answer;
   }
 
   private grantBridge(instance: McpInstanceRecord, grantId: string, timeoutMs: number): Promise<ChildBridge> {
@@ -270,6 +285,6 @@ function wantsStreamOnly(accept: string | undefined): boolean {
   return types.includes('text/event-stream') && !types.some((t) => t === 'application/json' || t === 'application/*' || t === '*/*');
 }
 
-function jsonAnswer(status: number, value: unknown): UpstreamResponse {
-  return { statusCode: status, headers: { 'content-type': 'application/json' }, body: Readable.from([Buffer.from(JSON.stringify(value))]) };
+function jsonAnswer(status: number, value: unknown, headers: Record<string, string> = {}): UpstreamResponse {
+  return { statusCode: status, headers: { 'content-type': 'application/json', ...headers }, body: Readable.from([Buffer.from(JSON.stringify(value))]) };
 }
