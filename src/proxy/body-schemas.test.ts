@@ -12,12 +12,12 @@ const message = fc.record({ role: fc.oneof(fc.constantFrom('system', 'user', 'as
 const promptLike = fc.oneof(fc.string(), fc.array(fc.string(), { maxLength: 3 }), fc.array(fc.integer(), { maxLength: 3 }), fc.array(fc.array(fc.integer(), { maxLength: 2 }), { maxLength: 2 }));
 const withExtra = <T extends object>(arb: fc.Arbitrary<T>) => fc.tuple(arb, extra).map(([body, more]) => ({ ...more, ...body }));
 
-const bodies = {
+const bodies: Record<string, [z.ZodType, fc.Arbitrary<unknown>]> = {
   chat: [chatCompletionBody, withExtra(fc.record({ model, messages: fc.array(message, { minLength: 1, maxLength: 4 }), stream: fc.boolean() }, { requiredKeys: ['model', 'messages'] }))],
   embeddings: [embeddingsBody, withExtra(fc.record({ model, input: promptLike }))],
   completions: [completionsBody, withExtra(fc.record({ model, prompt: promptLike, stream: fc.boolean() }, { requiredKeys: ['model', 'prompt'] }))],
   responses: [responsesBody, withExtra(fc.record({ model, input: fc.oneof(fc.string(), fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 3 })), stream: fc.boolean() }, { requiredKeys: ['model'] }))],
-} as const;
+};
 
 describe('the data plane body schemas, compiled', () => {
   it('all six compile (none is left on the runtime parser)', () => {
