@@ -4,6 +4,7 @@
  * the daemon is killed with -9 while the child serves, and the child is gone soon after (svc's
  * watchdog), and a start on the same data dir serves the instance again with a fresh process.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -17,6 +18,11 @@ import { eventually } from './helpers/wait.js';
 vi.setConfig({ testTimeout: 90_000 });
 
 const STUBBORN = path.join(import.meta.dirname, 'helpers', 'hostile-stdio', 'stubborn.mjs');
+/**
+ * An argument only this file's children carry: other files run the same server at the same time
+ * (the supervisor's and the reaping tests), and this file counts and kills only its own.
+ */
+const TAG = `--kill9-test-${randomUUID()}`;
 
 /** Whether `pid` still runs (a zombie has exited: only its parent's wait is left). */
 async function alive(pid: number): Promise<boolean> {
@@ -26,6 +32,7 @@ async function alive(pid: number): Promise<boolean> {
 
 /** The pids of live processes running `script`, read from /proc. */
 async function pidsRunning(script: string): Promise<number[]> {
+  // the script with this file's tag after it: a child of this file
   const { readdir } = await import('node:fs/promises');
   const out: number[] = [];
   for (const name of await readdir('/proc')) {
@@ -33,7 +40,8 @@ async function pidsRunning(script: string): Promise<number[]> {
     const cmdline = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
     const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
     // a zombie has exited: only its parent's wait is left
-    if (cmdline.split('\0').includes(script) && !/\) Z /.test(stat)) out.push(Number(name));
+    const args = cmdline.split('\0');
+    if (args.includes(script) && args.includes(TAG) && !/\) Z /.test(stat)) out.push(Number(name));
   }
   return out;
 }
@@ -61,7 +69,7 @@ describe.skipIf(process.platform !== 'linux')('command servers when svc is kille
     const password = first.stdout().match(/shown only once\):\s*\n\s*\n\s+(\S+)\s*\n/)?.[1];
     expect(password, first.stdout()).toBeTruthy();
     const admin = await new Api(first.url).login('admin', password!);
-    const made = await admin.post('/svc/v1/mcps', { name: 'Stubborn', command: { command: process.execPath, args: [STUBBORN] } });
+    const made = await admin.post('/svc/v1/mcps', { name: 'Stubborn', command: { command: process.execPath, args: [STUBBORN, TAG] } });
     expect(made.status, made.text).toBe(201);
     const id = made.body.instance.id as string;
     const key = await admin.post('/svc/v1/keys', { name: 'app', mcp_servers: [{ url: 'stdio://stubborn', instance_ids: [id] }] });
