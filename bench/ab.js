@@ -6,7 +6,10 @@
 // an MCP `tools/call`. It is how a hot-path change is measured against what it changes: the
 // baseline is any built checkout (`git worktree add /tmp/base <commit> && cd /tmp/base && npm ci
 // && npm run build`, or a copy of `bin/`, `dist/` and `package.json` beside a `node_modules` link).
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { cpuMs, fmt, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
 
 export const name = 'ab';
@@ -47,6 +50,41 @@ async function measure(targets, rounds, metric = 'total') {
   return targets.map((t, i) => ({ cpuUs: trimmedMean(perBlock[i]), p50: percentile(times[i].sort((a, b) => a - b), 50) }));
 }
 
+const PHASE_TAP = fileURLToPath(new URL('./lib/phase-tap.js', import.meta.url));
+const PHASES = ['toUpstream', 'answer', 'after', 'inSvc'];
+
+/** Each daemon's phase medians since the last ask (the tap writes them on SIGUSR2), by the kind of call. */
+async function phasesOf(daemons) {
+  const read = [];
+  for (const d of daemons) {
+    rmSync(d.phases, { force: true });
+    process.kill(d.svc.pid, 'SIGUSR2');
+    const until = Date.now() + 5000;
+    while (!existsSync(d.phases)) {
+      if (Date.now() > until) throw new Error(`${d.label}: no phases written`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await new Promise((r) => setTimeout(r, 20));
+    read.push(JSON.parse(readFileSync(d.phases, 'utf8')));
+  }
+  return read;
+}
+
+/** The medians of the phases of each build's calls of one path, in µs, each step beside the build before. */
+function reportPhases(report, daemons, phases) {
+  const kind = Object.keys(phases[0]).sort((a, b) => phases[0][b].calls - phases[0][a].calls)[0];
+  if (!kind) return;
+  report.line(`  ${''.padEnd(26)} phases inside the daemon, medians in µs (${kind}): ${PHASES.join(', ')}`);
+  daemons.forEach((d, i) => {
+    const p = phases[i][kind] ?? {};
+    const cells = PHASES.map((k) => {
+      const step = i > 0 && p[k] != null && phases[i - 1][kind]?.[k] != null ? ` (${p[k] - phases[i - 1][kind][k] >= 0 ? '+' : ''}${fmt(p[k] - phases[i - 1][kind][k], 1)})` : '';
+      return `${fmt(p[k], 1)}${step}`.padStart(18);
+    });
+    report.line(`  ${''.padEnd(26)} ${d.label.padEnd(12)} ${cells.join('')}`);
+  });
+}
+
 export default async function runAbBench(report) {
   const baseline = process.env.BENCH_BASELINE;
   if (!baseline) throw new Error('set BENCH_BASELINE to a built checkout of svc to compare with');
@@ -64,11 +102,16 @@ export default async function runAbBench(report) {
       ...baselines.map((dir) => ({ label: baselines.length === 1 ? 'baseline' : path.basename(path.resolve(dir)), bin: path.resolve(dir, 'bin/svc.js') })),
       { label: 'this build', bin: 'bin/svc.js' },
     ];
+    // AB_PHASES=1: each daemon also times the phases of its calls inside (bench/lib/phase-tap.js)
+    const phasesDir = process.env.AB_PHASES ? mkdtempSync(path.join(os.tmpdir(), 'svc-phases-')) : null;
+    if (phasesDir) closers.push(async () => rmSync(phasesDir, { recursive: true, force: true }));
     const daemons = [];
-    for (const b of builds) {
-      const svc = await startSvcWithToken({ upstreamUrl: chatUpstream, mcpUrl, bin: b.bin });
+    for (const [i, b] of builds.entries()) {
+      const phases = phasesDir ? path.join(phasesDir, `${i}.json`) : null;
+      const tap = phases ? { nodeArgs: ['--import', PHASE_TAP], env: { SVC_BENCH_PHASES: phases } } : {};
+      const svc = await startSvcWithToken({ upstreamUrl: chatUpstream, mcpUrl, bin: b.bin, ...tap });
       closers.push(() => svc.close());
-      daemons.push({ ...b, svc });
+      daemons.push({ ...b, svc, phases });
     }
     // the floor proxy (a bare node:http pass-through) in the same turns, so each build's CPU reads as a multiple of it
     const floorProc = await startProcess(['bench/lib/floor-proxy.js'], { env: { UPSTREAM: chatUpstream } });
@@ -81,7 +124,7 @@ export default async function runAbBench(report) {
       messages: (svc) => ({ url: `${svc.base}/v1/messages`, headers: auth(svc), body: chatBody }),
       'mcp tools/call': (svc) => ({ url: `${svc.base}/svc/v1/apps/mcps/${svc.instanceId}/mcp`, headers: { ...mcpHeaders, Authorization: `Bearer ${svc.token}` }, body: mcpBody }),
     };
-    report.line(`  ${rounds} rounds a path (streams: a sixth), one call in flight, blocks of ${BLOCK} taking turns; CPU from /proc (10 ms ticks)`);
+    report.line(`  ${rounds} rounds a path (streams: a sixth), one call in flight, blocks of ${BLOCK} taking turns; CPU from /proc (the scheduler's ns count of every thread)`);
     report.line(`  ${'path'.padEnd(26)} ${'build'.padEnd(12)} ${'µs CPU/call'.padStart(12)} ${'p50 ms'.padStart(8)}`);
     // AB_PATHS=chat,mcp: only the paths whose names start so
     const only = process.env.AB_PATHS?.split(',');
@@ -93,7 +136,9 @@ export default async function runAbBench(report) {
       const metric = targets[0].metric ?? 'total';
       const n = metric === 'firstByte' ? Math.round(rounds / 6) : rounds;
       await measure(targets, Math.min(500, n), metric);
+      if (phasesDir) await phasesOf(daemons);
       const results = await measure(targets, n, metric);
+      const phases = phasesDir ? await phasesOf(daemons) : null;
       results.forEach((r, i) => {
         const vsFloor = withFloor && i < floorAt ? `  (${fmt(r.cpuUs / results[floorAt].cpuUs, 2)}x the floor's CPU, +${fmt(r.p50 - results[floorAt].p50)} ms)` : '';
         const step = i > 0 && i < daemons.length ? `  step ${fmt(r.cpuUs - results[i - 1].cpuUs, 1)} µs, ${fmt(r.p50 - results[i - 1].p50)} ms` : '';
@@ -101,6 +146,7 @@ export default async function runAbBench(report) {
       });
       const last = daemons.length - 1;
       report.line(`  ${''.padEnd(26)} ${'in all'.padEnd(12)} ${fmt(results[last].cpuUs - results[0].cpuUs, 1).padStart(12)} ${fmt(results[last].p50 - results[0].p50).padStart(8)}`);
+      if (phases) reportPhases(report, daemons, phases);
     }
     return [];
   } finally {

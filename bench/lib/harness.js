@@ -1,7 +1,7 @@
 // Shared pieces of the benchmarks: child processes, a real svc daemon with a real app token,
 // a keep-alive HTTP client, and statistics.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -254,8 +254,38 @@ export async function startBalancer() {
   };
 }
 
-/** CPU time (user + system) a process has used so far, in ms, from /proc (Linux; 10 ms ticks); NaN elsewhere. */
+/**
+ * CPU time a process has used so far, in ms (Linux; NaN elsewhere): the scheduler's own count of
+ * each of its threads' run time, in nanoseconds (`/proc/<pid>/task/<tid>/schedstat`), where the
+ * kernel keeps it; else user + system time from `/proc/<pid>/stat`. The latter is charged in whole
+ * ticks to whatever runs when a tick falls, so a block of a few hundred calls (tens of ms) read
+ * that way is off by a tick or more: two copies of one build read tens of µs a call apart.
+ */
 export function cpuMs(pid) {
+  const scheduled = scheduledMs(pid);
+  return Number.isFinite(scheduled) ? scheduled : tickedMs(pid);
+}
+
+/** The sum of the threads' run time the scheduler counted (ns), in ms; NaN where it is not kept. */
+function scheduledMs(pid) {
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        // a thread that ended meanwhile
+      }
+    }
+    // a kernel without schedstats reads 0 for every thread
+    return ns > 0 ? ns / 1e6 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** User + system time from /proc/<pid>/stat, in ms (10 ms ticks); the time of ended threads included. */
+function tickedMs(pid) {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // the fields after the command name, which may itself hold spaces and parentheses
