@@ -104,6 +104,32 @@ describe('OpenAPI document and Swagger UI', () => {
     expect(documented.sort()).toEqual(routes.map((r) => `${r.method} ${r.path}`).sort());
   });
 
+  it("documents the refusals an app's data-plane calls can get: the grant's limits (429) on each, and the MCP proxy's 405 and 415", () => {
+    const dataPlane: [string, string][] = [
+      ['/v1/chat/completions', 'post'],
+      ['/v1/completions', 'post'],
+      ['/v1/embeddings', 'post'],
+      ['/v1/responses', 'post'],
+      ['/v1/messages', 'post'],
+      ['/svc/v1/apps/mcps/{id}/mcp', 'post'],
+      ['/svc/v1/apps/mcps/{id}/mcp', 'get'],
+      ['/svc/v1/apps/mcps/{id}/mcp', 'delete'],
+      ['/svc/v1/apps/mcps/{id}/tools/{tool_name}/execute', 'post'],
+      ['/v1/messages/count_tokens', 'post'],
+    ];
+    for (const [path, method] of dataPlane) {
+      const responses = doc.paths[path]?.[method]?.responses;
+      expect(responses, `${method} ${path}`).toBeDefined();
+      expect(responses['429']?.description, `${method} ${path}`).toMatch(/grant_rate_limited/);
+    }
+    for (const method of ['post', 'get', 'delete']) {
+      const responses = doc.paths['/svc/v1/apps/mcps/{id}/mcp'][method].responses;
+      expect(responses['405'].description).toMatch(/method_not_allowed/);
+      expect(responses['415'].description).toMatch(/unsupported_media_type/);
+      expect(responses['503'].description).toMatch(/^Unavailable for now/);
+    }
+  });
+
   it('answers the documented paths for real (no route documented but unmounted)', async () => {
     for (const route of d.app.routes) {
       const concrete = route.path.replace(/\{[^}]+\}/g, '00000000-0000-4000-8000-000000000000');

@@ -167,8 +167,10 @@ export function appMcpRoutes(
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
-    // 503: a command server's bounds (mcp_servers_busy) or its back-off, with Retry-After
-    errors: [400, 401, 403, 404, 413, 502, 503, 504],
+    // 405: a method the endpoint or the era does not take (with Allow); 415: a body that is not
+    // JSON in UTF-8; 429: the grant's limits; 503: a command server's bounds (mcp_servers_busy) or
+    // its back-off, with Retry-After
+    errors: [400, 401, 403, 404, 405, 413, 415, 429, 502, 503, 504],
   };
   return [
     defineRoute({
@@ -222,7 +224,7 @@ export function appMcpRoutes(
       params: toolParams,
       body: executeBody,
       responses: { 200: { description: 'The MCP CallToolResult', schema: z.object({ result: callToolResult }) } },
-      errors: [400, 401, 403, 404, 413, 502, 503, 504],
+      errors: [400, 401, 403, 404, 413, 429, 502, 503, 504],
       async handler(ctx, { params, body }) {
         if (ctx.state.activity) Object.assign(ctx.state.activity, { mcp_method: 'tools/call', tool: params.tool_name });
         const instance = await grantedInstance(ctx, instances, params.id);

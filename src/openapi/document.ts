@@ -19,9 +19,12 @@ const statusText: Record<number, string> = {
   403: 'Not allowed (see error.code)',
   404: 'Not found',
   409: 'Conflict: already processed or expired',
+  405: 'Method not allowed here (Allow)',
   413: 'Body too large',
+  415: 'Unsupported media type',
   429: 'Rate limited (Retry-After)',
   502: 'Upstream unreachable, broken off or refusing svc (upstream_unavailable, upstream_rejected)',
+  503: 'Unavailable for now (Retry-After)',
   504: 'Upstream did not answer in time (upstream_timeout)',
 };
 

@@ -225,7 +225,7 @@ function passThrough<B extends z.ZodType<Record<string, unknown>>>(forward: Forw
     rawBody: true,
     body: def.body,
     responses: { 200: { description: def.answers, schema: passthrough } },
-    errors: [400, 401, 403, 404, 413, 502, 504],
+    errors: [400, 401, 403, 404, 413, 429, 502, 504],
     async handler(ctx) {
       const { raw, json } = await readJson(ctx.req, PROXY_BODY_LIMIT);
       const body = parseOrThrow(bodySchema, json, 'body');
