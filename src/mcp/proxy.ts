@@ -15,6 +15,7 @@ import { type HeldOutcome, sentAsShown } from './held-calls.js';
 import type { ToolGate } from './gate.js';
 import { toolNameFault } from './policies.js';
 import type { McpTransport } from './transport/types.js';
+import { isDatedVersion } from './protocol-versions.js';
 import { decodeUtf8, nestedTooDeep, NOT_JSON, parseJson, requireJsonUtf8, tooDeep } from './request-body.js';
 
 export const MCP_PROXY_BODY_LIMIT = 4 * 1024 * 1024;
@@ -112,7 +113,6 @@ const NOTED_BODY_LIMIT = 1024 * 1024;
 const BATCH_LIMIT = 100;
 /** The first protocol version without JSON-RPC batches. */
 const NO_BATCHES_FROM = '2025-06-18';
-const DATED_VERSION = /^\d{4}-\d{2}-\d{2}$/;
 
 /** The event of one message of a batch: its method, and a tools/call's tool. */
 const batchEvent = (m: JsonRpc) => ({
@@ -130,7 +130,7 @@ const batchEvent = (m: JsonRpc) => ({
  */
 async function takeBatch(ctx: AppContext, messages: JsonRpc[]): Promise<void> {
   const version = ctx.get('mcp-protocol-version');
-  if (version && !(DATED_VERSION.test(version) && version < NO_BATCHES_FROM)) {
+  if (version && !(isDatedVersion(version) && version < NO_BATCHES_FROM)) {
     throw new AppError('invalid_body', `MCP ${JSON.stringify(version.slice(0, 40))} has no JSON-RPC batches (MCP dropped them in ${NO_BATCHES_FROM}); send each message as a request of its own.`);
   }
   if (messages.length > BATCH_LIMIT) throw new AppError('invalid_body', `A JSON-RPC batch may hold at most ${BATCH_LIMIT} messages; this one holds ${messages.length}.`);

@@ -1,11 +1,11 @@
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { TransportRequest } from '../transport/types.js';
+import { isDatedVersion } from '../protocol-versions.js';
 
 /** The stateless era svc serves a command server's 2025-era child in (docs/mcp.md, Both protocol eras). */
 export const MODERN_VERSION = '2026-07-28';
 const VERSION_META = 'io.modelcontextprotocol/protocolVersion';
 const SERVER_INFO_META = 'io.modelcontextprotocol/serverInfo';
-const DATED = /^\d{4}-\d{2}-\d{2}$/;
 
 /** The results that carry cache hints in that era: the lists, resources/read and server/discover. */
 const CACHEABLE: ReadonlySet<string> = new Set(['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read', 'server/discover']);
@@ -31,7 +31,7 @@ export function isModernRequest(req: TransportRequest, message: JSONRPCMessage):
 }
 
 /** Whether a protocol version names the 2026-07-28 era or a later one. */
-export const isModernVersion = (version: unknown): boolean => typeof version === 'string' && DATED.test(version) && version >= MODERN_VERSION;
+export const isModernVersion = (version: unknown): boolean => isDatedVersion(version) && version >= MODERN_VERSION;
 
 /** Whether an answer is JSON-RPC's "method not found" (-32601). */
 export const isMethodNotFound = (answer: JSONRPCMessage): boolean => 'error' in answer && isObject(answer.error) && answer.error.code === -32601;
