@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMs, fmt, percentile, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { cpuMs, fmt, percentile, request, startProcess, startSvcWithToken, stop, WARM_CALLS, warmUp } from './lib/harness.js';
 
 export const name = 'ab';
 export const description = 'a baseline build of svc against this one, interleaved (BENCH_BASELINE=<checkout>)';
@@ -135,7 +135,8 @@ export default async function runAbBench(report) {
       const floorAt = daemons.length;
       const metric = targets[0].metric ?? 'total';
       const n = metric === 'firstByte' ? Math.round(rounds / 6) : rounds;
-      await measure(targets, Math.min(500, n), metric);
+      // until V8 has compiled what each build runs (harness.js, WARM_CALLS)
+      await warmUp(targets, undefined, metric === 'firstByte' ? Math.ceil(WARM_CALLS / 20) : WARM_CALLS);
       if (phasesDir) await phasesOf(daemons);
       const results = await measure(targets, n, metric);
       const phases = phasesDir ? await phasesOf(daemons) : null;

@@ -8,7 +8,7 @@ import { request as raw } from 'node:http';
 import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { adminClient, cpuMs, fmt, freePort, interleavedMany, request, startProcess, startSvc, stop } from './lib/harness.js';
+import { adminClient, cpuMs, fmt, freePort, interleavedMany, request, startProcess, startSvc, stop, warmUp } from './lib/harness.js';
 
 export const name = 'command';
 export const description = 'tools/call to a command MCP server through svc against supergateway, idle CPU and memory with 50 sessions';
@@ -75,7 +75,7 @@ export default async function runCommandBench(report) {
   try {
     const viaSg = { url: `http://127.0.0.1:${port}/mcp`, headers: await openSession(`http://127.0.0.1:${port}/mcp`, mcpHeaders) };
     const viaSvc = { url: svc.url, headers: await openSession(svc.url, svc.headers) };
-    for (let i = 0; i < 200; i++) for (const p of [viaSg, viaSvc]) await request(p.url, { method: 'POST', headers: p.headers, body: call });
+    await warmUp([viaSg, viaSvc], call);
     const { p50, p99, errors } = await interleavedMany({ supergateway: viaSg, svc: viaSvc }, call, rounds);
     report.line(`  ${rounds} interleaved tools/call rounds on one session each, ${errors} errors`);
     report.stat('p99 (ms)', `supergateway ${fmt(p99.supergateway)}, svc ${fmt(p99.svc)}`);

@@ -1,6 +1,6 @@
 // A tools/call through svc's Streamable HTTP MCP proxy against the same MCP server called
 // directly and through the floor proxy (a bare node:http pass-through), in one run, interleaved.
-import { fmt, interleavedMany, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { fmt, interleavedMany, startProcess, startSvcWithToken, stop, warmUp } from './lib/harness.js';
 
 export const name = 'mcp';
 export const description = 'tools/call through the MCP proxy against the same MCP SDK server called directly and through the floor proxy (interleaved)';
@@ -22,9 +22,8 @@ export default async function runMcpBench(report) {
   const proxied = { url: `${svc.base}/svc/v1/apps/mcps/${svc.instanceId}/mcp`, headers: { ...headers, Authorization: `Bearer ${svc.token}` } };
   const rounds = quick ? 300 : 1500;
   try {
-    for (let i = 0; i < 200; i++) {
-      for (const path of [direct, floor, proxied]) await request(path.url, { method: 'POST', headers: path.headers, body });
-    }
+    // until V8 has compiled what each path runs (harness.js, WARM_CALLS)
+    await warmUp([direct, floor, proxied], body);
     const { p50, p99, errors } = await interleavedMany({ direct, floor, svc: proxied }, body, rounds);
     report?.line(`  ${rounds} interleaved tools/call rounds, ${errors} errors`);
     report?.stat('p99 added (ms)', `${fmt(p99.svc - p99.direct)} (direct ${fmt(p99.direct)}, floor proxy ${fmt(p99.floor)}, svc ${fmt(p99.svc)}; over the floor ${fmt(p99.svc - p99.floor)})`);

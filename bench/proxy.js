@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 // svc's OpenAI-compatible proxy against the same upstream called directly, in one run.
-import { cpuMs, fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { cpuMs, fmt, interleavedMany, peakRssMiB, request, startProcess, startSvcWithToken, stop, WARM_CALLS, warmUp } from './lib/harness.js';
 
 // The targets: p50, first chunk, CPU and throughput against the floor proxy (what no Node proxy
 // can go below; the hot-path budget's, docs/performance.md), p99 over the upstream called directly.
@@ -46,12 +46,9 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
     // of the token's login ends, the idle daemon hands memory back: src/store/memory.ts).
     const startupPeak = peakRssMiB(svc.pid);
     await new Promise((r) => setTimeout(r, quick ? 0 : 20_000));
-    // warm both paths (JIT, keep-alive sockets, caches)
-    for (let i = 0; i < 300; i++) {
-      await request(direct.url, { method: 'POST', headers: direct.headers, body });
-      await request(proxied.url, { method: 'POST', headers: proxied.headers, body });
-      await request(unrecorded.url, { method: 'POST', headers: unrecorded.headers, body });
-    }
+    // warm every path until V8 has compiled what it runs (harness.js, WARM_CALLS), the streams too
+    await warmUp([direct, floor, proxied, unrecorded], body);
+    await warmUp([direct, floor, proxied, unrecorded], streamBody, Math.ceil(WARM_CALLS / 20));
     // Peak RSS while serving: forget the start-up peak (key generation, scrypt at login), keep the load's.
     try {
       writeFileSync(`/proc/${svc.pid}/clear_refs`, '5');
@@ -59,7 +56,6 @@ export default async function runProxyBench(report, { quick = process.env.BENCH_
       /* not Linux, or not allowed: the lifetime peak is reported */
     }
     // latency and time to first streamed chunk, interleaved so the three paths see the same machine state
-    for (let i = 0; i < 300; i++) await request(floor.url, { method: 'POST', headers: floor.headers, body });
     // CPU per request over the whole timed load (latency, first chunk, throughput), svc against the floor
     const cpuBefore = { svc: cpuMs(svc.pid), floor: cpuMs(floorProc.child.pid) };
     const { p50, p99, errors: latencyErrors } = await interleavedMany({ direct, floor, svc: proxied, unrecorded }, body, rounds);

@@ -3,7 +3,7 @@
 // process, all in front of the same upstream, called one request at a time in blocks that take
 // turns (interleaved, so all see the same machine); each one's CPU (user + system, from /proc) is
 // divided by the calls it served. A stage's cost is its figure minus the one before it.
-import { cpuMs, fmt, freePort, request, startProcess, startSvcWithToken, stop } from './lib/harness.js';
+import { cpuMs, fmt, freePort, request, startProcess, startSvcWithToken, stop, warmUp } from './lib/harness.js';
 
 const cpuUs = (pid) => cpuMs(pid) * 1000;
 
@@ -101,11 +101,12 @@ export default async function runStagesBench(report) {
     const { chat, messages, mcp: mcpStages } = await startStages(chatUpstream, `http://127.0.0.1:${mcp.match[1]}/mcp`, closers);
     // the MCP stages share two of the chat stages' daemons, so they are read in rounds of their own
     const chatAll = [...chat, ...messages];
-    await cpuPerCall(chatAll, 500);
+    // until V8 has compiled what each stage runs (harness.js, WARM_CALLS)
+    await warmUp(chatAll);
     const chatCpu = await cpuPerCall(chatAll, rounds);
-    await cpuPerCall(mcpStages, 300);
+    await warmUp(mcpStages);
     const mcpCpu = await cpuPerCall(mcpStages, Math.round(rounds / 2));
-    report.line(`  ${rounds} interleaved chat rounds and ${Math.round(rounds / 2)} MCP rounds, one call in flight, in blocks of ${BLOCK} per stage; CPU per call from /proc (10 ms ticks)`);
+    report.line(`  ${rounds} interleaved chat rounds and ${Math.round(rounds / 2)} MCP rounds, one call in flight, in blocks of ${BLOCK} per stage; CPU per call from /proc`);
     printTable(report, '/v1/chat/completions', chat, chatCpu.slice(0, chat.length));
     const shipped = chatCpu[chat.length - 1];
     report.line(`  ${messages[0].label.padEnd(66)} ${fmt(chatCpu[chat.length], 1).padStart(8)} ${fmt(chatCpu[chat.length] - shipped, 1).padStart(8)} (over chat)`);

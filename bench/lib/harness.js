@@ -89,6 +89,8 @@ export async function startSvc({ env = {}, nodeArgs = [], bin = 'bin/svc.js' } =
   return {
     base: daemon.match[1],
     pid: daemon.child.pid,
+    /** what the daemon printed so far (stdout and stderr) */
+    output: daemon.output,
     password: /^\s{4}(\S+)$/m.exec(daemon.output())?.[1] ?? null,
     async close() {
       await stop(daemon.child);
@@ -174,6 +176,27 @@ export async function startSvcWithToken({ upstreamUrl, mcpUrl, role = 'scope_use
   } catch (err) {
     await svc.close();
     throw err;
+  }
+}
+
+/**
+ * How many calls each path gets before anything is timed (`BENCH_WARM`). A daemon runs for months,
+ * so what counts is its code once V8 has compiled it, and svc's is much more code than the floor
+ * proxy's: counted with `--trace-opt`, a chat path still had 179 TurboFan compilations (440 ms of
+ * a helper thread's CPU, 146 µs a call) in the 3,000 calls after a warm-up of 500, 26 after 3,000,
+ * 4 after 10,000 and none after 30,000; an MCP `tools/call` 27 after 3,000 and 1 after 15,000.
+ * Timed after a short warm-up, svc's CPU a call read 831 µs against 456 after 30,000 calls, in
+ * the same run (the floor proxy's 231). 20,000 leaves a compilation or two, a few µs a call.
+ */
+export const WARM_CALLS = Number(process.env.BENCH_WARM ?? (process.env.BENCH_QUICK === '1' ? 2000 : 20_000));
+
+/** Calls every target `calls` times, in turns, before anything is timed (see WARM_CALLS). */
+export async function warmUp(targets, body, calls = WARM_CALLS) {
+  for (let i = 0; i < calls; i++) {
+    for (const t of targets) {
+      const r = await request(t.url, { method: 'POST', headers: t.headers, body: t.body ?? body });
+      if (r.status !== 200) throw new Error(`${t.label ?? t.url} answered ${r.status} while warming up`);
+    }
   }
 }
 
