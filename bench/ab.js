@@ -126,9 +126,10 @@ export default async function runAbBench(report) {
     };
     report.line(`  ${rounds} rounds a path (streams: a sixth), one call in flight, blocks of ${BLOCK} taking turns; CPU from /proc (the scheduler's ns count of every thread)`);
     report.line(`  ${'path'.padEnd(26)} ${'build'.padEnd(12)} ${'µs CPU/call'.padStart(12)} ${'p50 ms'.padStart(8)}`);
-    // AB_PATHS=chat,mcp: only the paths whose names start so
+    // AB_PATHS=chat,stream,messages,mcp: only these paths (by the first word of their names, `stream` for the streamed chat)
     const only = process.env.AB_PATHS?.split(',');
-    for (const [label, of] of Object.entries(paths).filter(([l]) => !only || only.some((o) => l.startsWith(o)))) {
+    const shortName = (label) => (label.startsWith('chat stream') ? 'stream' : label.split(' ')[0]);
+    for (const [label, of] of Object.entries(paths).filter(([l]) => !only || only.includes(shortName(l)))) {
       const targets = daemons.map((d) => ({ label: `${d.label} ${label}`, pid: d.svc.pid, ...of(d.svc) }));
       const withFloor = label.startsWith('chat');
       if (withFloor) targets.push({ ...floor, body: targets[0].body, metric: targets[0].metric });
