@@ -6,6 +6,8 @@
 import { writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import v8 from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -225,6 +227,33 @@ describe('command servers through the proxy', () => {
     expect(await run()).toBe('2');
   });
 
+});
+
+describe('a long session', () => {
+  // the heap of this process, the daemon's, after full collections
+  v8.setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const heapUsed = () => {
+    gc();
+    gc();
+    return process.memoryUsage().heapUsed;
+  };
+
+  it('serves thousands of calls with svc keeping nothing of each one', async () => {
+    const counter = await counterOf('long');
+    const { client, transport } = await connect(counter, (await keyFor(counter, 'stdio://long', 'long app')).key);
+    const calls = async (n: number) => {
+      for (let i = 0; i < n; i++) await client.callTool({ name: 'count', arguments: {} });
+    };
+    await calls(300);
+    const before = heapUsed();
+    await calls(3000);
+    const grown = heapUsed() - before;
+    expect(textOf(await client.callTool({ name: 'count', arguments: {} }))).toBe('3301');
+    // what each call left for good was about 6 KiB (18 MiB here) before svc dropped what the SDK's transport kept
+    expect(grown).toBeLessThan(4 * 1024 * 1024);
+    await transport.terminateSession();
+  }, 120_000);
 });
 
 describe('a stop of svc', () => {

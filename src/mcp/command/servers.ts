@@ -94,7 +94,9 @@ export class CommandServers {
     if (sid) {
       const session = this.sessions.get(sid);
       if (!session || session.instanceId !== instance.id || session.grantId !== grantId) return jsonAnswer(404, { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } });
-      return answerOf(await session.transport.handleRequest(requestOf(req)), req);
+      const answer = await session.transport.handleRequest(requestOf(req));
+      forgetAnswered(session.transport);
+      return answerOf(answer, req);
     }
     if (req.method === 'POST' && isInitialize(req.text)) return this.newSession(instance, grantId, req);
     // The 2026-07-28 era has no GET stream and no sessions to DELETE: such a request of that era
@@ -126,6 +128,7 @@ export class CommandServers {
     transport.onmessage = (m) => bridge.toChild(m, transport);
     await transport.start();
     const answer = await transport.handleRequest(requestOf(req));
+    forgetAnswered(transport);
     if (transport.sessionId === sid && !child.ended) this.sessions.set(sid, { instanceId: instance.id, grantId, bridge, transport });
     else {
       void child.close();
@@ -242,6 +245,25 @@ function isInitialize(text: string | undefined): boolean {
     return !Array.isArray(parsed) && parsed?.method === 'initialize';
   } catch {
     return false;
+  }
+}
+
+/**
+ * Drops what the SDK's server transport keeps of the POSTs it has answered with JSON. It keeps
+ * each one's entry (the answer's resolver, and through it the answer and its streams) in its map
+ * of streams for as long as the transport lives: its cleanup runs only for answers sent as event
+ * streams. A session's transport lives as long as the session, so svc's memory grew by about 6
+ * KiB a call for good (60 MiB over 10,000 calls of one session). An entry whose requests all have
+ * their answers is done with: the transport then maps none of its request ids to it.
+ */
+function forgetAnswered(transport: WebStandardStreamableHTTPServerTransport): void {
+  const internals = transport as unknown as { _streamMapping?: unknown; _requestToStreamMapping?: unknown };
+  const streams = internals._streamMapping;
+  const requests = internals._requestToStreamMapping;
+  if (!(streams instanceof Map) || !(requests instanceof Map)) return;
+  const waiting = new Set(requests.values());
+  for (const [id, stream] of streams) {
+    if (stream && typeof stream === 'object' && 'resolveJson' in stream && !waiting.has(id)) streams.delete(id);
   }
 }
 
