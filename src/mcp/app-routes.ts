@@ -167,9 +167,7 @@ export function appMcpRoutes(
     params: instanceParams,
     rawBody: true,
     responses: { 200: { description: 'The MCP server\'s answer: JSON or text/event-stream, passed through' } },
-    // 405: a method the endpoint or the era does not take (with Allow); 415: a body that is not
-    // JSON in UTF-8; 429: the grant's limits; 503: a command server's bounds (mcp_servers_busy) or
-    // its back-off, with Retry-After
+    // 405 (with Allow), 415 (not JSON in UTF-8), 429 (the grant's limits), 503 (a command server's bounds or back-off)
     errors: [400, 401, 403, 404, 405, 413, 415, 429, 502, 503, 504],
   };
   return [
