@@ -3,10 +3,11 @@
 // server and response, and undici's Pool). On SIGUSR2 it writes the medians of the calls since the
 // last signal to the file named by SVC_BENCH_PHASES, and starts again.
 //
-// Why: a daemon's CPU per call, read from outside, differs by 10 to 60 µs between two copies of one
-// build on a shared 2-vCPU machine, more than a step of the hot path saves. The median wall time
-// of a phase, taken in the process, moves by 1 to 3 µs between such copies (a chat call), so a
-// step of a few µs shows. A median drops what a collection or a preemption adds to one call.
+// Why: a daemon's CPU per call, read from outside, differs by a few µs between two copies of one
+// build on a shared 2-vCPU machine even once both are warm (and by tens of µs in one run in
+// three), about what a step of the hot path saves. The median wall time of a phase, taken in the
+// process, moves by 1 to 4 µs between such copies, and a median drops what a collection or a
+// preemption adds to one call.
 import http from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
