@@ -53,7 +53,8 @@ describe.skipIf(!available)('command servers on a team server', () => {
     const { adminFirst, adminSecond, instance, pid, live, keyId, bearer, second } = await childOnSecondReplica('team-revoked');
     const revoked = await adminFirst.post(`/svc/v1/keys/${keyId}/revoke`, {});
     expect(revoked.status, revoked.text).toBeLessThan(300);
-    await eventually(() => !running(pid), "the revoked key's child on the other replica to end");
+    // the process is gone once reaped; the replica counts it out at its exit event, a moment later
+    await eventually(async () => !running(pid) && (await live(adminSecond)) === 0, "the revoked key's child on the other replica to end");
     expect(await live(adminSecond)).toBe(0);
     const again = await fetch(`${second.url}/svc/v1/apps/mcps/${instance}/mcp`, {
       method: 'POST',
@@ -67,7 +68,7 @@ describe.skipIf(!available)('command servers on a team server', () => {
   it('an instance disabled through one replica ends its child on the other', async () => {
     const { adminFirst, adminSecond, instance, pid, live } = await childOnSecondReplica('team-disabled');
     expect((await adminFirst.patch(`/svc/v1/mcps/${instance}`, { enabled: false })).status).toBe(200);
-    await eventually(() => !running(pid), "the disabled instance's child on the other replica to end");
+    await eventually(async () => !running(pid) && (await live(adminSecond)) === 0, "the disabled instance's child on the other replica to end");
     expect(await live(adminSecond)).toBe(0);
   });
 });
